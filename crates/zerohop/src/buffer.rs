@@ -1,0 +1,215 @@
+//! `Buffer`: one reference-counted block of memory that knows how to give itself back.
+
+use std::any::Any;
+use std::fmt;
+use std::ptr::NonNull;
+use std::sync::Arc;
+
+use crate::device::Device;
+use crate::error::{Error, Result};
+use crate::memory::{MemoryResource, Stream};
+
+/// Anything that keeps memory alive. Dropping the last clone releases the memory.
+pub type Owner = Arc<dyn Any + Send + Sync>;
+
+enum Origin {
+    /// Allocated by zerohop from a resource; returned to it on drop.
+    Resource {
+        resource: Arc<dyn MemoryResource>,
+        align: usize,
+        stream: Stream,
+    },
+    /// Memory somebody else owns; `_owner` keeps it alive and releases it when dropped.
+    Foreign { _owner: Owner },
+}
+
+struct Inner {
+    ptr: NonNull<u8>,
+    len: usize,
+    device: Device,
+    origin: Origin,
+}
+
+// SAFETY: `Inner` only stores the address of a block; the block itself is owned (through the
+// resource or the foreign owner, both Send + Sync) and freed exactly once in Drop, which may
+// happen on any thread because resources and owners are Send + Sync.
+unsafe impl Send for Inner {}
+// SAFETY: shared access hands out only the address; reads and writes through it are governed
+// by the unsafe accessors that document their own aliasing rules.
+unsafe impl Sync for Inner {}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        if let Origin::Resource {
+            resource,
+            align,
+            stream,
+        } = &self.origin
+        {
+            // SAFETY: `ptr` came from `resource.allocate(len, align, stream)` in
+            // `Buffer::allocate`, and this is the only place it is freed.
+            unsafe { resource.deallocate(self.ptr, self.len, *align, *stream) };
+        }
+    }
+}
+
+/// A reference-counted allocation tagged with its device and its owner.
+#[derive(Clone)]
+pub struct Buffer {
+    inner: Arc<Inner>,
+}
+
+impl Buffer {
+    /// Allocates `len` bytes aligned to `align` from `resource`, usable on `stream`.
+    pub fn allocate(
+        resource: Arc<dyn MemoryResource>,
+        len: usize,
+        align: usize,
+        stream: Stream,
+    ) -> Result<Self> {
+        let ptr = resource.allocate(len, align, stream)?;
+        Ok(Buffer {
+            inner: Arc::new(Inner {
+                ptr,
+                len,
+                device: resource.device(),
+                origin: Origin::Resource {
+                    resource,
+                    align,
+                    stream,
+                },
+            }),
+        })
+    }
+
+    /// Allocates zero-filled host memory from the default host resource.
+    pub fn zeroed_host(len: usize, align: usize) -> Result<Self> {
+        let buf = Self::allocate(
+            crate::memory::default_host_resource(),
+            len,
+            align,
+            Stream::HOST,
+        )?;
+        // SAFETY: the block is `len` bytes of host memory that nothing else references yet.
+        unsafe { std::ptr::write_bytes(buf.as_ptr(), 0, len) };
+        Ok(buf)
+    }
+
+    /// Wraps memory owned by someone else. `owner` is dropped when the last clone goes.
+    ///
+    /// # Safety
+    /// `ptr..ptr+len` must stay valid on `device` for as long as `owner` is alive.
+    pub unsafe fn from_foreign(ptr: NonNull<u8>, len: usize, device: Device, owner: Owner) -> Self {
+        Buffer {
+            inner: Arc::new(Inner {
+                ptr,
+                len,
+                device,
+                origin: Origin::Foreign { _owner: owner },
+            }),
+        }
+    }
+
+    pub fn as_ptr(&self) -> *mut u8 {
+        self.inner.ptr.as_ptr()
+    }
+
+    pub fn len(&self) -> usize {
+        self.inner.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.inner.len == 0
+    }
+
+    pub fn device(&self) -> Device {
+        self.inner.device
+    }
+
+    /// The bytes, when they live in host-accessible memory.
+    ///
+    /// # Safety
+    /// No one may write to the buffer while the returned slice is alive.
+    pub unsafe fn as_host_bytes(&self) -> Result<&[u8]> {
+        if !self.device().is_host_accessible() {
+            return Err(Error::NotHostAccessible {
+                device: self.device(),
+            });
+        }
+        // SAFETY: the block is `len` readable bytes while `self` lives; the caller rules out
+        // concurrent writers.
+        Ok(unsafe { std::slice::from_raw_parts(self.as_ptr(), self.len()) })
+    }
+
+    /// How many handles share this allocation (for tests and leak reports).
+    pub fn ref_count(&self) -> usize {
+        Arc::strong_count(&self.inner)
+    }
+}
+
+impl fmt::Debug for Buffer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Buffer")
+            .field("ptr", &self.inner.ptr)
+            .field("len", &self.inner.len)
+            .field("device", &self.inner.device)
+            .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    #[test]
+    fn allocation_is_aligned_zeroed_and_shared() {
+        let buf = Buffer::zeroed_host(1000, 128).unwrap();
+        assert_eq!(buf.as_ptr() as usize % 128, 0);
+        assert_eq!(buf.len(), 1000);
+        // SAFETY: no writer exists.
+        assert!(unsafe { buf.as_host_bytes() }.unwrap().iter().all(|&b| b == 0));
+        let other = buf.clone();
+        assert_eq!(buf.ref_count(), 2);
+        assert_eq!(other.as_ptr(), buf.as_ptr());
+    }
+
+    #[test]
+    fn foreign_owner_is_released_once_with_the_last_handle() {
+        struct Counted(Arc<AtomicUsize>, #[allow(dead_code)] Vec<u8>);
+        impl Drop for Counted {
+            fn drop(&mut self) {
+                self.0.fetch_add(1, Ordering::SeqCst);
+            }
+        }
+        let drops = Arc::new(AtomicUsize::new(0));
+        let mut bytes = vec![1u8, 2, 3];
+        let ptr = NonNull::new(bytes.as_mut_ptr()).unwrap();
+        let owner: Owner = Arc::new(Counted(drops.clone(), bytes));
+        // SAFETY: the Vec's heap block moves into `owner` unchanged and lives as long as it.
+        let buf = unsafe { Buffer::from_foreign(ptr, 3, Device::CPU, owner) };
+        let second = buf.clone();
+        drop(buf);
+        assert_eq!(drops.load(Ordering::SeqCst), 0);
+        // SAFETY: no writer exists.
+        assert_eq!(unsafe { second.as_host_bytes() }.unwrap(), &[1, 2, 3]);
+        drop(second);
+        assert_eq!(drops.load(Ordering::SeqCst), 1);
+    }
+
+    #[test]
+    fn device_memory_is_not_readable_from_the_host() {
+        let owner: Owner = Arc::new(());
+        // SAFETY: the pointer is never dereferenced; the buffer only carries it.
+        let buf =
+            unsafe { Buffer::from_foreign(NonNull::dangling(), 16, Device::cuda(0), owner) };
+        // SAFETY: the call must fail before touching memory.
+        assert!(unsafe { buf.as_host_bytes() }.is_err());
+    }
+
+    #[test]
+    fn buffers_can_be_freed_on_another_thread() {
+        let buf = Buffer::zeroed_host(64, 64).unwrap();
+        std::thread::spawn(move || drop(buf)).join().unwrap();
+    }
+}

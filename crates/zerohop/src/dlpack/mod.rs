@@ -1,0 +1,13 @@
+//! DLPack 1.3: export zerohop views as managed tensors, import managed tensors as views.
+//!
+//! All raw-pointer work on DLPack structs lives in this module.
+
+mod export;
+pub mod ffi;
+mod import;
+
+pub use export::{export_legacy, export_versioned, ExportOptions};
+pub use import::{import_legacy, import_versioned, Import, ImportedTensor};
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,41 @@
+//! One error type for the core crate. Every variant names the input that caused it, so the
+//! Python layer can pass the message through unchanged.
+
+use crate::device::Device;
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("unsupported dtype (code {code}, bits {bits}, lanes {lanes}): {reason}")]
+    UnsupportedDType {
+        code: u8,
+        bits: u8,
+        lanes: u16,
+        reason: String,
+    },
+    #[error("unsupported device (type {device_type}, id {device_id}): not a DLPack 1.3 device")]
+    UnsupportedDevice { device_type: i32, device_id: i32 },
+    #[error("invalid DLPack tensor: {0}")]
+    InvalidTensor(String),
+    #[error("DLPack major version {major}.{minor} is not supported (zerohop reads 1.x)")]
+    UnsupportedVersion { major: u32, minor: u32 },
+    #[error("invalid {what}: {reason}")]
+    InvalidArgument { what: String, reason: String },
+    #[error("out of memory: could not allocate {requested} bytes on {device}: {reason}")]
+    OutOfMemory {
+        requested: usize,
+        device: Device,
+        reason: String,
+    },
+    #[error("data on {device} is not accessible from the host")]
+    NotHostAccessible { device: Device },
+    #[error("tensor is read-only: {0}")]
+    ReadOnly(String),
+    #[error("dtype mismatch: tensor holds {actual}, asked for {requested}")]
+    DTypeMismatch { actual: String, requested: String },
+    #[error("not contiguous: {0}")]
+    NotContiguous(String),
+    #[error("export refused: {0}")]
+    Export(String),
+}

@@ -1,0 +1,20 @@
+//! zerohop: hand tensors between ML frameworks without copying them.
+//!
+//! Layers, each depending only on those above it:
+//! `memory` (resources) → `buffer` (owned allocations) → `tensor` (strided views) →
+//! `dlpack` (the C ABI, export and import).
+
+pub mod buffer;
+pub mod device;
+pub mod dlpack;
+pub mod dtype;
+pub mod error;
+pub mod memory;
+pub mod tensor;
+
+pub use buffer::{Buffer, Owner};
+pub use device::{Device, DeviceKind};
+pub use dtype::{DType, DTypeCode, Element};
+pub use error::{Error, Result};
+pub use memory::{MemoryResource, Stream, SystemResource, DEFAULT_ALIGNMENT};
+pub use tensor::TensorView;

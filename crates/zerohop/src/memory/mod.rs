@@ -1,0 +1,58 @@
+//! Memory resources: the one interface every allocation in zerohop goes through.
+//!
+//! A resource hands out raw, aligned, stream-ordered blocks. Policies (pools, limits,
+//! statistics) are resources that wrap another resource, so stacks are built by composition.
+
+mod system;
+
+use std::fmt;
+use std::ptr::NonNull;
+use std::sync::Arc;
+
+pub use system::SystemResource;
+
+use crate::device::Device;
+use crate::error::Result;
+
+/// The alignment zerohop allocations get unless asked otherwise: a GPU cache line (CMS SoA
+/// default), which also satisfies JAX/XLA and Arrow consumers that want 64-byte alignment.
+pub const DEFAULT_ALIGNMENT: usize = 128;
+
+/// A stream handle in the order of which an allocation may be used and freed.
+/// `Stream::HOST` (0) means "no stream": host memory, or the legacy default stream on CUDA.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub struct Stream(pub usize);
+
+impl Stream {
+    pub const HOST: Stream = Stream(0);
+}
+
+/// A source of memory blocks on one device.
+///
+/// `allocate` returns a block of at least `bytes` bytes aligned to `align` (a power of two),
+/// usable on `stream` at once. `deallocate` gives it back; work already queued on `stream`
+/// may still use it, so a resource must not hand it to another stream before that work ends.
+pub trait MemoryResource: Send + Sync + fmt::Debug {
+    fn allocate(&self, bytes: usize, align: usize, stream: Stream) -> Result<NonNull<u8>>;
+
+    /// # Safety
+    /// `ptr` must come from `allocate` on this resource (or one equal to it) with the same
+    /// `bytes` and `align`, and must not be used after this call.
+    unsafe fn deallocate(&self, ptr: NonNull<u8>, bytes: usize, align: usize, stream: Stream);
+
+    /// The device this resource's memory lives on.
+    fn device(&self) -> Device;
+
+    /// Whether memory from `self` may be freed through `other`. Identity by default.
+    fn is_equal(&self, other: &dyn MemoryResource) -> bool {
+        std::ptr::addr_eq(self as *const Self, other as *const dyn MemoryResource)
+    }
+}
+
+/// The process-wide host resource used when a caller names none.
+pub fn default_host_resource() -> Arc<dyn MemoryResource> {
+    static DEFAULT: std::sync::OnceLock<Arc<dyn MemoryResource>> = std::sync::OnceLock::new();
+    DEFAULT
+        .get_or_init(|| Arc::new(SystemResource::new()))
+        .clone()
+}

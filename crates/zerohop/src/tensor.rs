@@ -1,0 +1,542 @@
+//! `TensorView`: a typed, strided window onto memory that someone keeps alive.
+//!
+//! Strides are in elements, as in DLPack. `data` points at element `[0, …, 0]`: offsets are
+//! folded into the pointer, never carried beside it.
+
+use std::fmt;
+use std::sync::Arc;
+
+use crate::buffer::{Buffer, Owner};
+use crate::device::Device;
+use crate::dtype::{DType, Element};
+use crate::error::{Error, Result};
+use crate::memory::DEFAULT_ALIGNMENT;
+
+/// The most dimensions a tensor may have (NumPy's limit); guards against hostile `ndim`.
+pub const MAX_NDIM: usize = 64;
+
+/// A strided view of elements of one dtype on one device.
+#[derive(Clone)]
+pub struct TensorView {
+    data: *mut u8,
+    dtype: DType,
+    shape: Vec<i64>,
+    strides: Vec<i64>,
+    device: Device,
+    owner: Owner,
+    readonly: bool,
+}
+
+// SAFETY: the view holds an address plus an owner that is Send + Sync; the memory stays valid
+// while `owner` lives. Element access from several threads is governed by the unsafe mutable
+// accessors, which put the aliasing obligation on the caller.
+unsafe impl Send for TensorView {}
+// SAFETY: see `Send`; `&TensorView` only permits reads through safe methods.
+unsafe impl Sync for TensorView {}
+
+/// Row-major strides, in elements, for a compact tensor of `shape`.
+pub fn compact_strides(shape: &[i64]) -> Vec<i64> {
+    let mut strides = vec![0i64; shape.len()];
+    let mut step = 1i64;
+    for (stride, &extent) in strides.iter_mut().zip(shape).rev() {
+        *stride = step;
+        step = step.saturating_mul(extent.max(1));
+    }
+    strides
+}
+
+/// Number of elements, refusing negative extents and overflow.
+pub fn checked_numel(shape: &[i64]) -> Result<usize> {
+    shape.iter().enumerate().try_fold(1usize, |acc, (axis, &n)| {
+        if n < 0 {
+            return Err(Error::InvalidTensor(format!(
+                "shape[{axis}] = {n} is negative (shape {shape:?})"
+            )));
+        }
+        acc.checked_mul(n as usize).ok_or_else(|| {
+            Error::InvalidTensor(format!("shape {shape:?} has more elements than fit in memory"))
+        })
+    })
+}
+
+/// Checks that `shape`/`strides` describe a span of memory that can exist: no negative
+/// extents, no arithmetic overflow, a byte span that fits `isize`, and a non-NULL pointer
+/// whenever there is at least one element. Returns the element count.
+pub fn validate_layout(data: *const u8, dtype: DType, shape: &[i64], strides: &[i64]) -> Result<usize> {
+    if shape.len() != strides.len() {
+        return Err(Error::InvalidTensor(format!(
+            "shape {shape:?} and strides {strides:?} differ in length"
+        )));
+    }
+    if shape.len() > MAX_NDIM {
+        return Err(Error::InvalidTensor(format!(
+            "ndim {} exceeds the limit of {MAX_NDIM}",
+            shape.len()
+        )));
+    }
+    let numel = checked_numel(shape)?;
+    if numel == 0 {
+        return Ok(0);
+    }
+    if data.is_null() {
+        return Err(Error::InvalidTensor(format!(
+            "data pointer is NULL but shape {shape:?} holds {numel} elements"
+        )));
+    }
+    let overflow = || {
+        Error::InvalidTensor(format!(
+            "strides {strides:?} with shape {shape:?} reach beyond the address space"
+        ))
+    };
+    let (mut lowest, mut highest) = (0i64, 0i64);
+    for (&n, &s) in shape.iter().zip(strides) {
+        let reach = (n - 1).checked_mul(s).ok_or_else(overflow)?;
+        if reach < 0 {
+            lowest = lowest.checked_add(reach).ok_or_else(overflow)?;
+        } else {
+            highest = highest.checked_add(reach).ok_or_else(overflow)?;
+        }
+    }
+    let item = dtype.itemsize() as i64;
+    let span_elems = highest
+        .checked_sub(lowest)
+        .and_then(|d| d.checked_add(1))
+        .ok_or_else(overflow)?;
+    let span_bytes = span_elems.checked_mul(item).ok_or_else(overflow)?;
+    let low_bytes = lowest.checked_mul(item).ok_or_else(overflow)?;
+    let high_bytes = highest.checked_mul(item).ok_or_else(overflow)?;
+    let addr = data as usize as i128;
+    if isize::try_from(span_bytes).is_err()
+        || addr + (low_bytes as i128) < 0
+        || addr + (high_bytes as i128) + item as i128 > usize::MAX as i128
+    {
+        return Err(overflow());
+    }
+    Ok(numel)
+}
+
+/// Calls `f` with the element offset of every index, in row-major order.
+pub(crate) fn for_each_offset(shape: &[i64], strides: &[i64], mut f: impl FnMut(i64)) {
+    if shape.contains(&0) {
+        return;
+    }
+    let mut index = vec![0i64; shape.len()];
+    let mut offset = 0i64;
+    loop {
+        f(offset);
+        let mut axis = shape.len();
+        loop {
+            if axis == 0 {
+                return;
+            }
+            axis -= 1;
+            index[axis] += 1;
+            offset += strides[axis];
+            if index[axis] < shape[axis] {
+                break;
+            }
+            offset -= strides[axis] * shape[axis];
+            index[axis] = 0;
+        }
+    }
+}
+
+impl TensorView {
+    /// A compact row-major tensor over the start of `buffer`.
+    pub fn from_buffer(buffer: Buffer, dtype: DType, shape: &[i64]) -> Result<Self> {
+        let numel = checked_numel(shape)?;
+        let needed = numel.checked_mul(dtype.itemsize()).ok_or_else(|| {
+            Error::InvalidTensor(format!("shape {shape:?} of {dtype} overflows a byte count"))
+        })?;
+        if needed > buffer.len() {
+            return Err(Error::InvalidArgument {
+                what: "shape".into(),
+                reason: format!(
+                    "{shape:?} of {dtype} needs {needed} bytes, the buffer has {}",
+                    buffer.len()
+                ),
+            });
+        }
+        let strides = compact_strides(shape);
+        validate_layout(buffer.as_ptr(), dtype, shape, &strides)?;
+        Ok(TensorView {
+            data: buffer.as_ptr(),
+            dtype,
+            shape: shape.to_vec(),
+            strides,
+            device: buffer.device(),
+            owner: Arc::new(buffer),
+            readonly: false,
+        })
+    }
+
+    /// Copies `values` into a new 128-byte-aligned host buffer shaped `shape`.
+    pub fn from_slice<T: Element>(values: &[T], shape: &[i64]) -> Result<Self> {
+        let numel = checked_numel(shape)?;
+        if numel != values.len() {
+            return Err(Error::InvalidArgument {
+                what: "shape".into(),
+                reason: format!("{shape:?} holds {numel} elements, {} given", values.len()),
+            });
+        }
+        let bytes = std::mem::size_of_val(values);
+        let buffer = Buffer::zeroed_host(bytes, DEFAULT_ALIGNMENT)?;
+        // SAFETY: the fresh buffer has `bytes` bytes and does not overlap `values`.
+        unsafe {
+            std::ptr::copy_nonoverlapping(values.as_ptr() as *const u8, buffer.as_ptr(), bytes)
+        };
+        Self::from_buffer(buffer, T::DTYPE, shape)
+    }
+
+    /// Builds a view from raw parts after validating the layout.
+    ///
+    /// # Safety
+    /// Every element the layout reaches must stay valid memory on `device` while `owner`
+    /// lives, and if `readonly` is false nobody else may assume the memory is immutable.
+    pub unsafe fn from_raw_parts(
+        data: *mut u8,
+        dtype: DType,
+        shape: Vec<i64>,
+        strides: Vec<i64>,
+        device: Device,
+        owner: Owner,
+        readonly: bool,
+    ) -> Result<Self> {
+        validate_layout(data, dtype, &shape, &strides)?;
+        Ok(TensorView {
+            data,
+            dtype,
+            shape,
+            strides,
+            device,
+            owner,
+            readonly,
+        })
+    }
+
+    pub fn data_ptr(&self) -> *mut u8 {
+        self.data
+    }
+    pub fn dtype(&self) -> DType {
+        self.dtype
+    }
+    pub fn shape(&self) -> &[i64] {
+        &self.shape
+    }
+    pub fn strides(&self) -> &[i64] {
+        &self.strides
+    }
+    pub fn ndim(&self) -> usize {
+        self.shape.len()
+    }
+    pub fn device(&self) -> Device {
+        self.device
+    }
+    pub fn owner(&self) -> &Owner {
+        &self.owner
+    }
+    pub fn is_readonly(&self) -> bool {
+        self.readonly
+    }
+    pub fn numel(&self) -> usize {
+        // Validated at construction, so the product cannot overflow.
+        self.shape.iter().map(|&n| n as usize).product()
+    }
+    pub fn nbytes(&self) -> usize {
+        self.numel() * self.dtype.itemsize()
+    }
+
+    /// The same view, marked read-only.
+    pub fn into_readonly(mut self) -> Self {
+        self.readonly = true;
+        self
+    }
+
+    /// Row-major compact, ignoring axes of extent 1 (whose stride is meaningless).
+    pub fn is_contiguous(&self) -> bool {
+        if self.numel() == 0 {
+            return true;
+        }
+        let mut expected = 1i64;
+        for (&n, &s) in self.shape.iter().zip(&self.strides).rev() {
+            if n != 1 && s != expected {
+                return false;
+            }
+            expected *= n;
+        }
+        true
+    }
+
+    pub fn has_negative_strides(&self) -> bool {
+        self.strides
+            .iter()
+            .zip(&self.shape)
+            .any(|(&s, &n)| s < 0 && n > 1)
+    }
+
+    fn check_axis(&self, axis: usize) -> Result<()> {
+        if axis >= self.ndim() {
+            return Err(Error::InvalidArgument {
+                what: "axis".into(),
+                reason: format!("{axis} is out of range for a {}-d tensor", self.ndim()),
+            });
+        }
+        Ok(())
+    }
+
+    /// Elements `start, start+step, …` below `stop` along `axis` (`step` ≥ 1), sharing memory.
+    pub fn slice_axis(&self, axis: usize, start: i64, stop: i64, step: i64) -> Result<Self> {
+        self.check_axis(axis)?;
+        let extent = self.shape[axis];
+        if step < 1 || start < 0 || stop < start || stop > extent {
+            return Err(Error::InvalidArgument {
+                what: "slice".into(),
+                reason: format!("{start}..{stop} step {step} on axis {axis} of extent {extent}"),
+            });
+        }
+        let mut out = self.clone();
+        let len = (stop - start + step - 1) / step;
+        out.shape[axis] = len;
+        out.strides[axis] = self.strides[axis] * step;
+        if len > 0 {
+            let bytes = start * self.strides[axis] * self.dtype.itemsize() as i64;
+            out.data = self.data.wrapping_offset(bytes as isize);
+        }
+        Ok(out)
+    }
+
+    /// Reverses `axis`, giving a negative stride, as NumPy's `[::-1]` does.
+    pub fn flip(&self, axis: usize) -> Result<Self> {
+        self.check_axis(axis)?;
+        let mut out = self.clone();
+        let n = self.shape[axis];
+        if n > 1 {
+            let bytes = (n - 1) * self.strides[axis] * self.dtype.itemsize() as i64;
+            out.data = self.data.wrapping_offset(bytes as isize);
+        }
+        out.strides[axis] = -self.strides[axis];
+        Ok(out)
+    }
+
+    /// Swaps two axes without moving data.
+    pub fn transpose(&self, a: usize, b: usize) -> Result<Self> {
+        self.check_axis(a)?;
+        self.check_axis(b)?;
+        let mut out = self.clone();
+        out.shape.swap(a, b);
+        out.strides.swap(a, b);
+        Ok(out)
+    }
+
+    fn check_typed_host<T: Element>(&self) -> Result<()> {
+        if !self.device.is_host_accessible() {
+            return Err(Error::NotHostAccessible {
+                device: self.device,
+            });
+        }
+        if self.dtype != T::DTYPE {
+            return Err(Error::DTypeMismatch {
+                actual: self.dtype.to_string(),
+                requested: T::DTYPE.to_string(),
+            });
+        }
+        if self.numel() > 0 && (self.data as usize) % std::mem::align_of::<T>() != 0 {
+            return Err(Error::InvalidArgument {
+                what: "data pointer".into(),
+                reason: format!(
+                    "{:p} is not aligned to {} bytes for {}",
+                    self.data,
+                    std::mem::align_of::<T>(),
+                    T::DTYPE
+                ),
+            });
+        }
+        Ok(())
+    }
+
+    /// The elements as a slice, for compact host tensors.
+    pub fn as_slice<T: Element>(&self) -> Result<&[T]> {
+        self.check_typed_host::<T>()?;
+        if !self.is_contiguous() {
+            return Err(Error::NotContiguous(format!(
+                "shape {:?} strides {:?}",
+                self.shape, self.strides
+            )));
+        }
+        if self.numel() == 0 {
+            return Ok(&[]);
+        }
+        // SAFETY: host-accessible, dtype and alignment checked, compact layout validated at
+        // construction, memory kept alive by `self.owner` for the borrow of `self`.
+        Ok(unsafe { std::slice::from_raw_parts(self.data as *const T, self.numel()) })
+    }
+
+    /// The elements as a mutable slice, for compact writable host tensors.
+    ///
+    /// # Safety
+    /// Nobody else (another view of the same memory, another framework) may read or write
+    /// these elements while the slice lives.
+    #[allow(clippy::mut_from_ref)]
+    pub unsafe fn as_mut_slice<T: Element>(&self) -> Result<&mut [T]> {
+        if self.readonly {
+            return Err(Error::ReadOnly("as_mut_slice on a read-only tensor".into()));
+        }
+        let shared = self.as_slice::<T>()?;
+        // SAFETY: the memory is writable (not read-only) and the caller guarantees exclusivity.
+        Ok(unsafe { std::slice::from_raw_parts_mut(shared.as_ptr() as *mut T, shared.len()) })
+    }
+
+    /// Copies the elements out in row-major order, whatever the strides.
+    pub fn to_vec<T: Element>(&self) -> Result<Vec<T>> {
+        self.check_typed_host::<T>()?;
+        let mut out = Vec::with_capacity(self.numel());
+        let base = self.data as *const T;
+        for_each_offset(&self.shape, &self.strides, |offset| {
+            // SAFETY: every offset the layout produces was validated to lie inside memory the
+            // owner keeps alive; alignment was checked above and strides are whole elements.
+            out.push(unsafe { base.offset(offset as isize).read() });
+        });
+        Ok(out)
+    }
+
+    /// A compact row-major host copy, for consumers that cannot take this layout.
+    pub fn contiguous_copy(&self) -> Result<TensorView> {
+        if !self.device.is_host_accessible() {
+            return Err(Error::NotHostAccessible {
+                device: self.device,
+            });
+        }
+        if !self.dtype.is_byte_addressable() {
+            return Err(Error::InvalidArgument {
+                what: "dtype".into(),
+                reason: format!("{} packs several elements per byte", self.dtype),
+            });
+        }
+        let item = self.dtype.itemsize();
+        let buffer = Buffer::zeroed_host(self.nbytes(), DEFAULT_ALIGNMENT)?;
+        let mut dst = buffer.as_ptr();
+        let src = self.data as *const u8;
+        for_each_offset(&self.shape, &self.strides, |offset| {
+            // SAFETY: source offsets lie inside the validated layout; the destination walks a
+            // fresh buffer of exactly numel * item bytes, one element per visited offset.
+            unsafe {
+                std::ptr::copy_nonoverlapping(src.offset(offset as isize * item as isize), dst, item);
+                dst = dst.add(item);
+            }
+        });
+        let mut out = TensorView::from_buffer(buffer, self.dtype, &self.shape)?;
+        out.readonly = self.readonly;
+        Ok(out)
+    }
+}
+
+impl fmt::Debug for TensorView {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("TensorView")
+            .field("data", &self.data)
+            .field("dtype", &self.dtype.to_string())
+            .field("shape", &self.shape)
+            .field("strides", &self.strides)
+            .field("device", &self.device.to_string())
+            .field("readonly", &self.readonly)
+            .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn iota(shape: &[i64]) -> TensorView {
+        let n = checked_numel(shape).unwrap();
+        let values: Vec<i32> = (0..n as i32).collect();
+        TensorView::from_slice(&values, shape).unwrap()
+    }
+
+    #[test]
+    fn compact_tensor_reads_back() {
+        let t = iota(&[2, 3]);
+        assert_eq!(t.strides(), &[3, 1]);
+        assert!(t.is_contiguous());
+        assert_eq!(t.as_slice::<i32>().unwrap(), &[0, 1, 2, 3, 4, 5]);
+        assert_eq!(t.data_ptr() as usize % DEFAULT_ALIGNMENT, 0);
+        assert!(t.as_slice::<f32>().is_err());
+    }
+
+    #[test]
+    fn transposed_and_stepped_views_share_memory() {
+        let t = iota(&[2, 3]);
+        let tt = t.transpose(0, 1).unwrap();
+        assert_eq!(tt.shape(), &[3, 2]);
+        assert_eq!(tt.data_ptr(), t.data_ptr());
+        assert!(!tt.is_contiguous());
+        assert_eq!(tt.to_vec::<i32>().unwrap(), vec![0, 3, 1, 4, 2, 5]);
+        let stepped = t.slice_axis(1, 0, 3, 2).unwrap();
+        assert_eq!(stepped.to_vec::<i32>().unwrap(), vec![0, 2, 3, 5]);
+        let row = t.slice_axis(0, 1, 2, 1).unwrap();
+        assert_eq!(row.data_ptr() as usize - t.data_ptr() as usize, 12);
+        assert!(row.as_slice::<i32>().is_ok());
+        assert!(t.slice_axis(1, 2, 5, 1).is_err());
+        assert!(t.slice_axis(3, 0, 1, 1).is_err());
+    }
+
+    #[test]
+    fn flipped_views_have_negative_strides_and_copy_compactly() {
+        let t = iota(&[4]);
+        let f = t.flip(0).unwrap();
+        assert!(f.has_negative_strides());
+        assert_eq!(f.to_vec::<i32>().unwrap(), vec![3, 2, 1, 0]);
+        let c = f.contiguous_copy().unwrap();
+        assert_ne!(c.data_ptr(), t.data_ptr());
+        assert_eq!(c.as_slice::<i32>().unwrap(), &[3, 2, 1, 0]);
+    }
+
+    #[test]
+    fn zero_d_and_empty_tensors() {
+        let scalar = iota(&[]);
+        assert_eq!(scalar.numel(), 1);
+        assert_eq!(scalar.as_slice::<i32>().unwrap(), &[0]);
+        let empty = iota(&[3, 0]);
+        assert_eq!(empty.numel(), 0);
+        assert!(empty.is_contiguous());
+        assert!(empty.as_slice::<i32>().unwrap().is_empty());
+        assert!(empty.contiguous_copy().unwrap().to_vec::<i32>().unwrap().is_empty());
+    }
+
+    #[test]
+    fn layout_validation_rejects_impossible_tensors() {
+        let p = 0x1000 as *const u8;
+        assert!(validate_layout(p, DType::F32, &[-1], &[1]).is_err());
+        assert!(validate_layout(std::ptr::null(), DType::F32, &[2], &[1]).is_err());
+        assert_eq!(validate_layout(std::ptr::null(), DType::F32, &[0, 5], &[5, 1]).unwrap(), 0);
+        assert!(validate_layout(p, DType::F32, &[i64::MAX, 2], &[1, 1]).is_err());
+        assert!(validate_layout(p, DType::F32, &[3], &[i64::MAX / 2]).is_err());
+        let low = 0x2 as *const u8;
+        assert!(validate_layout(low, DType::F32, &[2], &[-1]).is_err(), "reaches below address 0");
+        assert!(validate_layout(p, DType::F32, &[2], &[-1]).is_ok());
+        assert!(validate_layout(p, DType::F32, &[2, 2], &[1]).is_err());
+        let deep = vec![1i64; MAX_NDIM + 1];
+        assert!(validate_layout(p, DType::F32, &deep, &deep).is_err());
+    }
+
+    #[test]
+    fn writes_through_mutable_slices_are_seen_by_views() {
+        let t = iota(&[3]);
+        // SAFETY: this test holds the only view.
+        unsafe { t.as_mut_slice::<i32>().unwrap()[1] = 42 };
+        assert_eq!(t.to_vec::<i32>().unwrap(), vec![0, 42, 2]);
+        let ro = t.clone().into_readonly();
+        // SAFETY: the call must refuse before handing out a slice.
+        assert!(unsafe { ro.as_mut_slice::<i32>() }.is_err());
+    }
+
+    #[test]
+    fn offsets_visit_every_element_in_row_major_order() {
+        let mut seen = vec![];
+        for_each_offset(&[2, 2], &[1, 10], |o| seen.push(o));
+        assert_eq!(seen, vec![0, 10, 1, 11]);
+        let mut none = 0;
+        for_each_offset(&[2, 0], &[1, 1], |_| none += 1);
+        assert_eq!(none, 0);
+    }
+}

@@ -1,1 +1,104 @@
+//! The `zerohop._zerohop` extension module: thin bindings over the `zerohop` crate.
+
+mod capsule;
+mod errors;
+mod tensor;
+
+use pyo3::exceptions::PyBufferError;
+use pyo3::intern;
 use pyo3::prelude::*;
+use pyo3::types::{PyCapsule, PyDict};
+use zerohop::{Buffer, DType, TensorView, DEFAULT_ALIGNMENT};
+
+use crate::errors::IntoPyResult;
+use crate::tensor::PyTensor;
+
+/// Imports anything that speaks DLPack (or a DLPack capsule) without copying.
+///
+/// Asks for a versioned (1.x) capsule first; producers that refuse `max_version` (pyarrow
+/// raises TypeError, others raise other errors) are asked again for a legacy capsule.
+/// `copy=True` returns a compact copy in zerohop memory instead of a view.
+#[pyfunction]
+#[pyo3(signature = (obj, /, *, copy=None))]
+fn from_dlpack(py: Python<'_>, obj: &Bound<'_, PyAny>, copy: Option<bool>) -> PyResult<PyTensor> {
+    let imported = if let Ok(tensor) = obj.cast::<PyTensor>() {
+        let t = tensor.get();
+        PyTensor::new(t.view.clone(), t.is_copied)
+    } else if obj.is_instance_of::<PyCapsule>() {
+        let import = capsule::consume(obj)?;
+        PyTensor::new(import.view, import.is_copied)
+    } else {
+        let capsule = request_capsule(py, obj)?;
+        let import = capsule::consume(&capsule)?;
+        PyTensor::new(import.view, import.is_copied)
+    };
+    if copy == Some(true) {
+        return Ok(PyTensor::new(imported.view.contiguous_copy().py()?, true));
+    }
+    Ok(imported)
+}
+
+fn request_capsule<'py>(py: Python<'py>, obj: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+    let (kind, _id): (i32, i32) = obj
+        .call_method0(intern!(py, "__dlpack_device__"))?
+        .extract()?;
+    let kwargs = PyDict::new(py);
+    kwargs.set_item(intern!(py, "max_version"), (1, 3))?;
+    if tensor::device_takes_stream(kind) {
+        // The legacy default stream: what a consumer with no stream of its own means.
+        kwargs.set_item(intern!(py, "stream"), 1)?;
+    }
+    let dunder = intern!(py, "__dlpack__");
+    match obj.call_method(dunder, (), Some(&kwargs)) {
+        Ok(capsule) => Ok(capsule),
+        Err(versioned_error) => {
+            let legacy = if tensor::device_takes_stream(kind) {
+                let kwargs = PyDict::new(py);
+                kwargs.set_item(intern!(py, "stream"), 1)?;
+                obj.call_method(dunder, (), Some(&kwargs))
+            } else {
+                obj.call_method0(dunder)
+            };
+            legacy.map_err(|legacy_error| {
+                let err = PyBufferError::new_err(format!(
+                    "{} could not export through DLPack: asked for a versioned capsule: {}; \
+                     asked for a legacy capsule: {}",
+                    obj.get_type()
+                        .name()
+                        .map(|n| n.to_string())
+                        .unwrap_or_default(),
+                    versioned_error,
+                    legacy_error
+                ));
+                err.set_cause(py, Some(legacy_error));
+                err
+            })
+        }
+    }
+}
+
+/// A zero-filled tensor in fresh zerohop host memory (128-byte aligned).
+#[pyfunction]
+#[pyo3(signature = (shape, dtype="float32"))]
+fn zeros(shape: Vec<i64>, dtype: &str) -> PyResult<PyTensor> {
+    let dtype = DType::from_name(dtype).py()?;
+    let numel = zerohop::tensor::checked_numel(&shape).py()?;
+    let bytes = numel.checked_mul(dtype.itemsize()).ok_or_else(|| {
+        pyo3::exceptions::PyMemoryError::new_err(format!("shape {shape:?} of {dtype} is too large"))
+    })?;
+    let buffer = Buffer::zeroed_host(bytes, DEFAULT_ALIGNMENT).py()?;
+    Ok(PyTensor::new(
+        TensorView::from_buffer(buffer, dtype, &shape).py()?,
+        false,
+    ))
+}
+
+#[pymodule]
+fn _zerohop(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    m.add("DLPACK_VERSION", (1, 3))?;
+    m.add_class::<PyTensor>()?;
+    m.add_function(wrap_pyfunction!(from_dlpack, m)?)?;
+    m.add_function(wrap_pyfunction!(zeros, m)?)?;
+    Ok(())
+}

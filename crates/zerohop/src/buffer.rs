@@ -168,7 +168,10 @@ mod tests {
         assert_eq!(buf.as_ptr() as usize % 128, 0);
         assert_eq!(buf.len(), 1000);
         // SAFETY: no writer exists.
-        assert!(unsafe { buf.as_host_bytes() }.unwrap().iter().all(|&b| b == 0));
+        assert!(unsafe { buf.as_host_bytes() }
+            .unwrap()
+            .iter()
+            .all(|&b| b == 0));
         let other = buf.clone();
         assert_eq!(buf.ref_count(), 2);
         assert_eq!(other.as_ptr(), buf.as_ptr());
@@ -201,8 +204,7 @@ mod tests {
     fn device_memory_is_not_readable_from_the_host() {
         let owner: Owner = Arc::new(());
         // SAFETY: the pointer is never dereferenced; the buffer only carries it.
-        let buf =
-            unsafe { Buffer::from_foreign(NonNull::dangling(), 16, Device::cuda(0), owner) };
+        let buf = unsafe { Buffer::from_foreign(NonNull::dangling(), 16, Device::cuda(0), owner) };
         // SAFETY: the call must fail before touching memory.
         assert!(unsafe { buf.as_host_bytes() }.is_err());
     }

@@ -193,12 +193,22 @@ mod tests {
 
     #[test]
     fn names_round_trip() {
-        for text in ["cpu", "cuda:0", "cuda:7", "cuda_host", "cuda_managed", "rocm:1"] {
+        for text in [
+            "cpu",
+            "cuda:0",
+            "cuda:7",
+            "cuda_host",
+            "cuda_managed",
+            "rocm:1",
+        ] {
             assert_eq!(Device::parse(text).unwrap().to_string(), text);
         }
         assert_eq!(Device::parse("cuda").unwrap(), Device::cuda(0));
         assert!(Device::parse("cuda_host:2").is_err());
-        assert!(Device::parse("gpu").unwrap_err().to_string().contains("gpu"));
+        assert!(Device::parse("gpu")
+            .unwrap_err()
+            .to_string()
+            .contains("gpu"));
         assert!(Device::parse("cuda:x").is_err());
     }
 

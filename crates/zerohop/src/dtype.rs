@@ -173,6 +173,25 @@ impl DType {
         })
     }
 
+    /// Every single-lane type DLPack 1.3 defines, for lookups by name.
+    pub fn all() -> impl Iterator<Item = DType> {
+        DTypeCode::ALL.into_iter().flat_map(|code| {
+            code.allowed_bits()
+                .iter()
+                .map(move |&bits| DType::new(code, bits))
+        })
+    }
+
+    /// Parses the names `Display` prints ("float32", "bfloat16", "bool", "float8_e4m3fn").
+    pub fn from_name(name: &str) -> Result<Self> {
+        Self::all()
+            .find(|d| d.to_string() == name)
+            .ok_or_else(|| Error::InvalidArgument {
+                what: "dtype".into(),
+                reason: format!("{name:?} is not a dtype name (e.g. float32, int64, bool)"),
+            })
+    }
+
     /// Bytes one element occupies, per DLPack's storage rule `(bits * lanes + 7) / 8`.
     pub const fn itemsize(self) -> usize {
         (self.bits as usize * self.lanes as usize).div_ceil(8)
@@ -268,6 +287,14 @@ mod tests {
         assert_eq!(DType::BOOL.to_string(), "bool");
         assert_eq!(DType::C64.to_string(), "complex64");
         assert_eq!(DType::F8_E4M3FN.to_string(), "float8_e4m3fn");
+    }
+
+    #[test]
+    fn names_parse_back() {
+        for d in DType::all() {
+            assert_eq!(DType::from_name(&d.to_string()).unwrap(), d);
+        }
+        assert!(DType::from_name("float128").is_err());
     }
 
     #[test]

@@ -47,22 +47,32 @@ pub fn compact_strides(shape: &[i64]) -> Vec<i64> {
 
 /// Number of elements, refusing negative extents and overflow.
 pub fn checked_numel(shape: &[i64]) -> Result<usize> {
-    shape.iter().enumerate().try_fold(1usize, |acc, (axis, &n)| {
-        if n < 0 {
-            return Err(Error::InvalidTensor(format!(
-                "shape[{axis}] = {n} is negative (shape {shape:?})"
-            )));
-        }
-        acc.checked_mul(n as usize).ok_or_else(|| {
-            Error::InvalidTensor(format!("shape {shape:?} has more elements than fit in memory"))
+    shape
+        .iter()
+        .enumerate()
+        .try_fold(1usize, |acc, (axis, &n)| {
+            if n < 0 {
+                return Err(Error::InvalidTensor(format!(
+                    "shape[{axis}] = {n} is negative (shape {shape:?})"
+                )));
+            }
+            acc.checked_mul(n as usize).ok_or_else(|| {
+                Error::InvalidTensor(format!(
+                    "shape {shape:?} has more elements than fit in memory"
+                ))
+            })
         })
-    })
 }
 
 /// Checks that `shape`/`strides` describe a span of memory that can exist: no negative
 /// extents, no arithmetic overflow, a byte span that fits `isize`, and a non-NULL pointer
 /// whenever there is at least one element. Returns the element count.
-pub fn validate_layout(data: *const u8, dtype: DType, shape: &[i64], strides: &[i64]) -> Result<usize> {
+pub fn validate_layout(
+    data: *const u8,
+    dtype: DType,
+    shape: &[i64],
+    strides: &[i64],
+) -> Result<usize> {
     if shape.len() != strides.len() {
         return Err(Error::InvalidTensor(format!(
             "shape {shape:?} and strides {strides:?} differ in length"
@@ -354,8 +364,7 @@ impl TensorView {
         Ok(())
     }
 
-    /// The elements as a slice, for compact host tensors.
-    pub fn as_slice<T: Element>(&self) -> Result<&[T]> {
+    fn check_compact_typed_host<T: Element>(&self) -> Result<()> {
         self.check_typed_host::<T>()?;
         if !self.is_contiguous() {
             return Err(Error::NotContiguous(format!(
@@ -363,6 +372,12 @@ impl TensorView {
                 self.shape, self.strides
             )));
         }
+        Ok(())
+    }
+
+    /// The elements as a slice, for compact host tensors.
+    pub fn as_slice<T: Element>(&self) -> Result<&[T]> {
+        self.check_compact_typed_host::<T>()?;
         if self.numel() == 0 {
             return Ok(&[]);
         }
@@ -381,9 +396,14 @@ impl TensorView {
         if self.readonly {
             return Err(Error::ReadOnly("as_mut_slice on a read-only tensor".into()));
         }
-        let shared = self.as_slice::<T>()?;
-        // SAFETY: the memory is writable (not read-only) and the caller guarantees exclusivity.
-        Ok(unsafe { std::slice::from_raw_parts_mut(shared.as_ptr() as *mut T, shared.len()) })
+        self.check_compact_typed_host::<T>()?;
+        if self.numel() == 0 {
+            return Ok(&mut []);
+        }
+        // SAFETY: as in `as_slice`, plus: the memory is writable (not read-only) and the
+        // caller guarantees exclusive access. The slice derives from the raw `data` pointer,
+        // not from a shared borrow.
+        Ok(unsafe { std::slice::from_raw_parts_mut(self.data as *mut T, self.numel()) })
     }
 
     /// Copies the elements out in row-major order, whatever the strides.
@@ -420,7 +440,11 @@ impl TensorView {
             // SAFETY: source offsets lie inside the validated layout; the destination walks a
             // fresh buffer of exactly numel * item bytes, one element per visited offset.
             unsafe {
-                std::ptr::copy_nonoverlapping(src.offset(offset as isize * item as isize), dst, item);
+                std::ptr::copy_nonoverlapping(
+                    src.offset(offset as isize * item as isize),
+                    dst,
+                    item,
+                );
                 dst = dst.add(item);
             }
         });
@@ -500,19 +524,30 @@ mod tests {
         assert_eq!(empty.numel(), 0);
         assert!(empty.is_contiguous());
         assert!(empty.as_slice::<i32>().unwrap().is_empty());
-        assert!(empty.contiguous_copy().unwrap().to_vec::<i32>().unwrap().is_empty());
+        assert!(empty
+            .contiguous_copy()
+            .unwrap()
+            .to_vec::<i32>()
+            .unwrap()
+            .is_empty());
     }
 
     #[test]
     fn layout_validation_rejects_impossible_tensors() {
-        let p = 0x1000 as *const u8;
+        let p = std::ptr::without_provenance::<u8>(0x1000);
         assert!(validate_layout(p, DType::F32, &[-1], &[1]).is_err());
         assert!(validate_layout(std::ptr::null(), DType::F32, &[2], &[1]).is_err());
-        assert_eq!(validate_layout(std::ptr::null(), DType::F32, &[0, 5], &[5, 1]).unwrap(), 0);
+        assert_eq!(
+            validate_layout(std::ptr::null(), DType::F32, &[0, 5], &[5, 1]).unwrap(),
+            0
+        );
         assert!(validate_layout(p, DType::F32, &[i64::MAX, 2], &[1, 1]).is_err());
         assert!(validate_layout(p, DType::F32, &[3], &[i64::MAX / 2]).is_err());
-        let low = 0x2 as *const u8;
-        assert!(validate_layout(low, DType::F32, &[2], &[-1]).is_err(), "reaches below address 0");
+        let low = std::ptr::without_provenance::<u8>(0x2);
+        assert!(
+            validate_layout(low, DType::F32, &[2], &[-1]).is_err(),
+            "reaches below address 0"
+        );
         assert!(validate_layout(p, DType::F32, &[2], &[-1]).is_ok());
         assert!(validate_layout(p, DType::F32, &[2, 2], &[1]).is_err());
         let deep = vec![1i64; MAX_NDIM + 1];

@@ -40,10 +40,18 @@ fn check_exportable(view: &TensorView) -> Result<()> {
     Ok(())
 }
 
-fn dl_tensor(view: &TensorView, dims: &mut [i64]) -> DLTensor {
+/// `shape`/`strides` in `dims`, one after the other.
+fn dims_of(view: &TensorView) -> Box<[i64]> {
+    let mut dims = Vec::with_capacity(2 * view.ndim());
+    dims.extend_from_slice(view.shape());
+    dims.extend_from_slice(view.strides());
+    dims.into_boxed_slice()
+}
+
+/// The DLTensor for `view`, with `shape`/`strides` still NULL: they must point into the
+/// context's `dims` once the context has reached its final heap address (see `finish`).
+fn dl_tensor(view: &TensorView) -> DLTensor {
     let ndim = view.ndim();
-    dims[..ndim].copy_from_slice(view.shape());
-    dims[ndim..].copy_from_slice(view.strides());
     let dtype = view.dtype();
     let device = view.device();
     DLTensor {
@@ -63,10 +71,31 @@ fn dl_tensor(view: &TensorView, dims: &mut [i64]) -> DLTensor {
             bits: dtype.bits,
             lanes: dtype.lanes,
         },
-        shape: dims.as_mut_ptr(),
-        // SAFETY: `dims` holds 2 * ndim elements, so `ndim` past its start is in bounds.
-        strides: unsafe { dims.as_mut_ptr().add(ndim) },
+        shape: std::ptr::null_mut(),
+        strides: std::ptr::null_mut(),
         byte_offset: 0,
+    }
+}
+
+/// Points the tensor at its own context and at the dims stored there. Done after the Box is
+/// leaked, because moving a Box would invalidate pointers taken into it earlier.
+///
+/// # Safety
+/// `raw` must be a live context from `Box::into_raw` that nobody else references yet.
+unsafe fn finish<M>(
+    raw: *mut ExportContext<M>,
+    parts: impl FnOnce(&mut M) -> (&mut DLTensor, &mut *mut c_void),
+) {
+    // SAFETY: guaranteed by the caller; the references are dropped before returning.
+    unsafe {
+        let dims_slot = &mut (*raw).dims;
+        let ndim = dims_slot.len() / 2;
+        let dims = dims_slot.as_mut_ptr();
+        let (tensor, manager_ctx) = parts(&mut (*raw).managed);
+        tensor.shape = dims;
+        // `dims` holds 2 * ndim elements, so `ndim` past its start is in bounds.
+        tensor.strides = dims.add(ndim);
+        *manager_ctx = raw as *mut c_void;
     }
 }
 
@@ -84,8 +113,8 @@ pub fn export_versioned(
     if options.is_copied {
         flags |= DLPACK_FLAG_BITMASK_IS_COPIED;
     }
-    let mut dims = vec![0i64; 2 * view.ndim()].into_boxed_slice();
-    let dl_tensor = dl_tensor(view, &mut dims);
+    let dims = dims_of(view);
+    let dl_tensor = dl_tensor(view);
     let context = Box::new(ExportContext {
         managed: DLManagedTensorVersioned {
             version: DLPackVersion {
@@ -102,7 +131,7 @@ pub fn export_versioned(
     });
     let raw = Box::into_raw(context);
     // SAFETY: `raw` is the live, uniquely owned context just leaked from its Box.
-    unsafe { (*raw).managed.manager_ctx = raw as *mut c_void };
+    unsafe { finish(raw, |m| (&mut m.dl_tensor, &mut m.manager_ctx)) };
     // SAFETY: `managed` is the first field of a repr(C) struct, so it shares `raw`'s address,
     // which is non-null because it came from a Box.
     Ok(unsafe { NonNull::new_unchecked(raw as *mut DLManagedTensorVersioned) })
@@ -119,8 +148,8 @@ pub fn export_legacy(view: &TensorView) -> Result<NonNull<DLManagedTensor>> {
                 .into(),
         ));
     }
-    let mut dims = vec![0i64; 2 * view.ndim()].into_boxed_slice();
-    let dl_tensor = dl_tensor(view, &mut dims);
+    let dims = dims_of(view);
+    let dl_tensor = dl_tensor(view);
     let context = Box::new(ExportContext {
         managed: DLManagedTensor {
             dl_tensor,
@@ -132,7 +161,7 @@ pub fn export_legacy(view: &TensorView) -> Result<NonNull<DLManagedTensor>> {
     });
     let raw = Box::into_raw(context);
     // SAFETY: `raw` is the live, uniquely owned context just leaked from its Box.
-    unsafe { (*raw).managed.manager_ctx = raw as *mut c_void };
+    unsafe { finish(raw, |m| (&mut m.dl_tensor, &mut m.manager_ctx)) };
     // SAFETY: first field of a repr(C) struct from a Box: same non-null address.
     Ok(unsafe { NonNull::new_unchecked(raw as *mut DLManagedTensor) })
 }

@@ -120,7 +120,10 @@ unsafe fn view_from_dl_tensor(
     owner: Arc<ImportedTensor>,
 ) -> Result<TensorView> {
     if t.ndim < 0 {
-        return Err(Error::InvalidTensor(format!("ndim is negative ({})", t.ndim)));
+        return Err(Error::InvalidTensor(format!(
+            "ndim is negative ({})",
+            t.ndim
+        )));
     }
     let ndim = t.ndim as usize;
     if ndim > MAX_NDIM {
@@ -143,7 +146,9 @@ unsafe fn view_from_dl_tensor(
     let shape = if ndim == 0 {
         Vec::new()
     } else if t.shape.is_null() {
-        return Err(Error::InvalidTensor(format!("shape is NULL with ndim {ndim}")));
+        return Err(Error::InvalidTensor(format!(
+            "shape is NULL with ndim {ndim}"
+        )));
     } else {
         // SAFETY: non-null and, per the contract, `ndim` readable elements.
         unsafe { std::slice::from_raw_parts(t.shape, ndim) }.to_vec()

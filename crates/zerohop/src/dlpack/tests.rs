@@ -51,7 +51,11 @@ fn export_keeps_the_owner_alive_until_the_deleter_runs() {
     let m = export_versioned(&view, ExportOptions::default()).unwrap();
     let legacy = export_legacy(&view).unwrap();
     drop(view);
-    assert_eq!(Arc::strong_count(&owner), 3, "two exports plus the test's handle");
+    assert_eq!(
+        Arc::strong_count(&owner),
+        3,
+        "two exports plus the test's handle"
+    );
     // SAFETY: each export is deleted exactly once.
     unsafe {
         delete(m);
@@ -71,7 +75,10 @@ fn round_trip_shares_memory_and_values() {
     assert_eq!(back.view.data_ptr(), view.data_ptr());
     assert_eq!(back.view.shape(), &[5, 4]);
     assert_eq!(back.view.strides(), &[1, 5]);
-    assert_eq!(back.view.to_vec::<f32>().unwrap(), view.to_vec::<f32>().unwrap());
+    assert_eq!(
+        back.view.to_vec::<f32>().unwrap(),
+        view.to_vec::<f32>().unwrap()
+    );
     assert_eq!(back.version.minor, 3);
 
     let legacy = export_legacy(&view).unwrap();
@@ -87,7 +94,10 @@ fn read_only_travels_as_a_flag_and_never_as_legacy() {
     let m = export_versioned(&view, ExportOptions { is_copied: true }).unwrap();
     // SAFETY: fresh export.
     let flags = unsafe { m.as_ref().flags };
-    assert_eq!(flags, DLPACK_FLAG_BITMASK_READ_ONLY | DLPACK_FLAG_BITMASK_IS_COPIED);
+    assert_eq!(
+        flags,
+        DLPACK_FLAG_BITMASK_READ_ONLY | DLPACK_FLAG_BITMASK_IS_COPIED
+    );
     // SAFETY: ownership passes to the importer.
     let back = unsafe { import_versioned(m) }.unwrap();
     assert!(back.view.is_readonly());
@@ -140,8 +150,9 @@ fn the_deleter_may_run_on_another_thread() {
     .join()
     .unwrap();
     // SAFETY: ownership passes to the importer; the view is dropped on another thread.
-    let back = unsafe { import_versioned(export_versioned(&view, ExportOptions::default()).unwrap()) }
-        .unwrap();
+    let back =
+        unsafe { import_versioned(export_versioned(&view, ExportOptions::default()).unwrap()) }
+            .unwrap();
     std::thread::spawn(move || drop(back)).join().unwrap();
 }
 
@@ -151,7 +162,8 @@ struct Foreign {
     data: Vec<f32>,
     shape: Vec<i64>,
     strides: Vec<i64>,
-    deleted: Box<AtomicUsize>,
+    // An Arc, not a Box: moving a Box would invalidate the raw pointer the deleter uses.
+    deleted: Arc<AtomicUsize>,
 }
 
 unsafe extern "C" fn count_deletion(m: *mut DLManagedTensorVersioned) {
@@ -162,18 +174,25 @@ unsafe extern "C" fn count_deletion(m: *mut DLManagedTensorVersioned) {
 impl Foreign {
     fn new(shape: &[i64], strides: Option<&[i64]>) -> Self {
         let data: Vec<f32> = (0..64).map(|v| v as f32).collect();
-        let deleted = Box::new(AtomicUsize::new(0));
+        let deleted = Arc::new(AtomicUsize::new(0));
         let mut f = Foreign {
             managed: Box::new(DLManagedTensorVersioned {
                 version: DLPackVersion { major: 1, minor: 0 },
-                manager_ctx: &*deleted as *const AtomicUsize as *mut c_void,
+                manager_ctx: Arc::as_ptr(&deleted) as *mut c_void,
                 deleter: Some(count_deletion),
                 flags: 0,
                 dl_tensor: DLTensor {
                     data: std::ptr::null_mut(),
-                    device: DLDevice { device_type: 1, device_id: 0 },
+                    device: DLDevice {
+                        device_type: 1,
+                        device_id: 0,
+                    },
                     ndim: shape.len() as i32,
-                    dtype: DLDataType { code: 2, bits: 32, lanes: 1 },
+                    dtype: DLDataType {
+                        code: 2,
+                        bits: 32,
+                        lanes: 1,
+                    },
                     shape: std::ptr::null_mut(),
                     strides: std::ptr::null_mut(),
                     byte_offset: 0,
@@ -209,7 +228,10 @@ fn foreign_import_calls_the_deleter_exactly_once() {
     let second = imported.view.clone();
     drop(imported);
     assert_eq!(f.deletions(), 0);
-    assert_eq!(second.to_vec::<f32>().unwrap(), vec![0.0, 1.0, 2.0, 3.0, 4.0, 5.0]);
+    assert_eq!(
+        second.to_vec::<f32>().unwrap(),
+        vec![0.0, 1.0, 2.0, 3.0, 4.0, 5.0]
+    );
     drop(second);
     assert_eq!(f.deletions(), 1);
 }
@@ -220,8 +242,14 @@ fn null_strides_mean_compact_and_byte_offset_is_folded() {
     f.managed.dl_tensor.byte_offset = 8;
     let imported = f.import().unwrap();
     assert_eq!(imported.view.strides(), &[2, 1]);
-    assert_eq!(imported.view.data_ptr(), f.data.as_mut_ptr().wrapping_add(2) as *mut u8);
-    assert_eq!(imported.view.to_vec::<f32>().unwrap(), vec![2.0, 3.0, 4.0, 5.0]);
+    assert_eq!(
+        imported.view.data_ptr(),
+        f.data.as_mut_ptr().wrapping_add(2) as *mut u8
+    );
+    assert_eq!(
+        imported.view.to_vec::<f32>().unwrap(),
+        vec![2.0, 3.0, 4.0, 5.0]
+    );
 }
 
 #[test]
@@ -253,7 +281,11 @@ fn read_only_flag_is_surfaced_on_import() {
 fn assert_rejected(mut f: Foreign, expect: &str) {
     let err = f.import().unwrap_err().to_string();
     assert!(err.contains(expect), "expected {expect:?} in {err:?}");
-    assert_eq!(f.deletions(), 1, "a rejected tensor is still released, once");
+    assert_eq!(
+        f.deletions(),
+        1,
+        "a rejected tensor is still released, once"
+    );
 }
 
 #[test]
@@ -262,7 +294,10 @@ fn malformed_tensors_get_clear_errors_and_are_released() {
     f.managed.dl_tensor.ndim = -1;
     assert_rejected(f, "ndim is negative");
 
-    assert_rejected(Foreign::new(&[2, -3], Some(&[1, 1])), "shape[1] = -3 is negative");
+    assert_rejected(
+        Foreign::new(&[2, -3], Some(&[1, 1])),
+        "shape[1] = -3 is negative",
+    );
 
     let mut f = Foreign::new(&[2], Some(&[1]));
     f.managed.dl_tensor.data = std::ptr::null_mut();
@@ -276,18 +311,32 @@ fn malformed_tensors_get_clear_errors_and_are_released() {
         Foreign::new(&[1 << 40, 1 << 40], Some(&[1, 1])),
         "more elements than fit",
     );
-    assert_rejected(Foreign::new(&[4], Some(&[i64::MAX / 2])), "beyond the address space");
+    assert_rejected(
+        Foreign::new(&[4], Some(&[i64::MAX / 2])),
+        "beyond the address space",
+    );
 
     let mut f = Foreign::new(&[2], Some(&[1]));
-    f.managed.dl_tensor.dtype = DLDataType { code: 99, bits: 32, lanes: 1 };
+    f.managed.dl_tensor.dtype = DLDataType {
+        code: 99,
+        bits: 32,
+        lanes: 1,
+    };
     assert_rejected(f, "unknown DLPack type code");
 
     let mut f = Foreign::new(&[2], Some(&[1]));
-    f.managed.dl_tensor.dtype = DLDataType { code: 17, bits: 4, lanes: 1 };
+    f.managed.dl_tensor.dtype = DLDataType {
+        code: 17,
+        bits: 4,
+        lanes: 1,
+    };
     assert_rejected(f, "packed sub-byte");
 
     let mut f = Foreign::new(&[2], Some(&[1]));
-    f.managed.dl_tensor.device = DLDevice { device_type: 6, device_id: 0 };
+    f.managed.dl_tensor.device = DLDevice {
+        device_type: 6,
+        device_id: 0,
+    };
     assert_rejected(f, "unsupported device");
 
     let mut f = Foreign::new(&[2], Some(&[1]));
@@ -329,7 +378,11 @@ fn foreign_owned_views_export_again() {
     }
     let data = vec![1.0f32, 2.0];
     let owner: Owner = Arc::new((Guard(drops.clone()), data));
-    let ptr = owner.downcast_ref::<(Guard, Vec<f32>)>().unwrap().1.as_ptr() as *mut u8;
+    let ptr = owner
+        .downcast_ref::<(Guard, Vec<f32>)>()
+        .unwrap()
+        .1
+        .as_ptr() as *mut u8;
     // SAFETY: the Vec inside `owner` holds two f32 for as long as `owner` lives.
     let view = unsafe {
         TensorView::from_raw_parts(ptr, DType::F32, vec![2], vec![1], Device::CPU, owner, false)

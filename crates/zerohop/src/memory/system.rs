@@ -85,7 +85,9 @@ mod tests {
     fn rejects_bad_alignment_and_huge_sizes() {
         let sys = SystemResource::new();
         assert!(sys.allocate(8, 3, Stream::HOST).is_err());
-        let err = sys.allocate(usize::MAX - 10, 128, Stream::HOST).unwrap_err();
+        let err = sys
+            .allocate(usize::MAX - 10, 128, Stream::HOST)
+            .unwrap_err();
         assert!(err.to_string().contains("out of memory"), "{err}");
     }
 

@@ -1,0 +1,239 @@
+//! `zerohop.Tensor`: a `TensorView` with the DLPack and NumPy array-interface protocols.
+
+use pyo3::exceptions::{PyBufferError, PyTypeError, PyValueError};
+use pyo3::intern;
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyTuple};
+use zerohop::dlpack::{export_legacy, export_versioned, ExportOptions};
+use zerohop::{DType, DTypeCode, Device, DeviceKind, TensorView};
+
+use crate::capsule;
+use crate::errors::IntoPyResult;
+
+/// A view of memory that other frameworks can take without a copy.
+#[pyclass(name = "Tensor", module = "zerohop", frozen)]
+pub struct PyTensor {
+    pub view: TensorView,
+    /// The producer copied the data for us (DLPack IS_COPIED), or zerohop made a copy.
+    pub is_copied: bool,
+}
+
+impl PyTensor {
+    pub fn new(view: TensorView, is_copied: bool) -> Self {
+        PyTensor { view, is_copied }
+    }
+}
+
+/// The NumPy type string of a dtype, when NumPy has one.
+fn typestr(dtype: DType) -> Option<String> {
+    let kind = match dtype.code {
+        DTypeCode::Int => 'i',
+        DTypeCode::UInt => 'u',
+        DTypeCode::Float => 'f',
+        DTypeCode::Complex if dtype.bits >= 64 => 'c',
+        DTypeCode::Bool => 'b',
+        _ => return None,
+    };
+    if dtype.lanes != 1 {
+        return None;
+    }
+    let bytes = dtype.itemsize();
+    let order = if bytes == 1 { '|' } else { '<' };
+    Some(format!("{order}{kind}{bytes}"))
+}
+
+fn check_stream_for(device: Device, stream: Option<&Bound<'_, PyAny>>) -> PyResult<()> {
+    let Some(stream) = stream else { return Ok(()) };
+    let value: i64 = stream
+        .extract()
+        .map_err(|_| PyTypeError::new_err("stream must be None or an int"))?;
+    if value == -1 {
+        // -1: the consumer asks for no synchronisation; nothing to do.
+        return Ok(());
+    }
+    if value == 0 {
+        return Err(PyValueError::new_err(
+            "stream=0 is ambiguous and not allowed by DLPack; pass 1 for the legacy default stream",
+        ));
+    }
+    if device.is_host_accessible() {
+        return Err(PyBufferError::new_err(format!(
+            "stream must be None for {device} data, got {value}"
+        )));
+    }
+    Err(PyBufferError::new_err(format!(
+        "stream {value} on {device}: stream-ordered export needs zerohop's CUDA support"
+    )))
+}
+
+#[pymethods]
+impl PyTensor {
+    /// Exports through DLPack. zerohop never copies unless `copy=True`.
+    #[pyo3(signature = (*, stream=None, max_version=None, dl_device=None, copy=None))]
+    fn __dlpack__<'py>(
+        &self,
+        py: Python<'py>,
+        stream: Option<Bound<'py, PyAny>>,
+        max_version: Option<(u32, u32)>,
+        dl_device: Option<(i32, i32)>,
+        copy: Option<bool>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let device = self.view.device();
+        check_stream_for(device, stream.as_ref())?;
+        if let Some((kind, id)) = dl_device {
+            let same = kind == device.kind as i32 && id == device.id;
+            if !same {
+                return Err(PyBufferError::new_err(format!(
+                    "cannot export {device} data to DLPack device ({kind}, {id}): \
+                     zerohop does not copy across devices"
+                )));
+            }
+        }
+        let copied;
+        let (view, is_copied) = if copy == Some(true) {
+            copied = self.view.contiguous_copy().py()?;
+            (&copied, true)
+        } else {
+            (&self.view, self.is_copied)
+        };
+        let versioned = matches!(max_version, Some((major, _)) if major >= 1);
+        if versioned {
+            let managed = export_versioned(view, ExportOptions { is_copied }).py()?;
+            Ok(capsule::versioned_capsule(py, managed)?.into_any())
+        } else {
+            let managed = export_legacy(view).py()?;
+            Ok(capsule::legacy_capsule(py, managed)?.into_any())
+        }
+    }
+
+    fn __dlpack_device__(&self) -> (i32, i32) {
+        let device = self.view.device();
+        (device.kind as i32, device.id)
+    }
+
+    /// NumPy's array interface (version 3), for host-accessible data.
+    #[getter]
+    fn __array_interface__<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let view = &self.view;
+        if !view.device().is_host_accessible() {
+            return Err(PyBufferError::new_err(format!(
+                "{} data has no __array_interface__; use DLPack or the CUDA array interface",
+                view.device()
+            )));
+        }
+        let typestr = typestr(view.dtype()).ok_or_else(|| {
+            PyTypeError::new_err(format!("NumPy has no dtype for {}", view.dtype()))
+        })?;
+        let item = view.dtype().itemsize() as i64;
+        let dict = PyDict::new(py);
+        dict.set_item(intern!(py, "version"), 3)?;
+        dict.set_item(intern!(py, "shape"), PyTuple::new(py, view.shape())?)?;
+        dict.set_item(intern!(py, "typestr"), &typestr)?;
+        // NumPy rejects a NULL address even for zero elements; any aligned non-zero address
+        // is fine there because nothing is read.
+        let address = match view.data_ptr() as usize {
+            0 => view.dtype().itemsize().max(1),
+            a => a,
+        };
+        dict.set_item(intern!(py, "data"), (address, view.is_readonly()))?;
+        let strides: Vec<i64> = view.strides().iter().map(|s| s * item).collect();
+        dict.set_item(intern!(py, "strides"), PyTuple::new(py, strides)?)?;
+        Ok(dict)
+    }
+
+    /// A NumPy array over the same memory (no copy). Read-only tensors give read-only arrays.
+    fn numpy<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyAny>> {
+        let py = slf.py();
+        py.import(intern!(py, "numpy"))?
+            .call_method1(intern!(py, "asarray"), (slf,))
+    }
+
+    #[getter]
+    fn shape<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
+        PyTuple::new(py, self.view.shape())
+    }
+
+    /// Strides in elements, as DLPack counts them.
+    #[getter]
+    fn strides<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
+        PyTuple::new(py, self.view.strides())
+    }
+
+    #[getter]
+    fn dtype(&self) -> String {
+        self.view.dtype().to_string()
+    }
+
+    #[getter]
+    fn device(&self) -> String {
+        self.view.device().to_string()
+    }
+
+    #[getter]
+    fn readonly(&self) -> bool {
+        self.view.is_readonly()
+    }
+
+    #[getter]
+    fn is_copied(&self) -> bool {
+        self.is_copied
+    }
+
+    #[getter]
+    fn data_ptr(&self) -> usize {
+        self.view.data_ptr() as usize
+    }
+
+    #[getter]
+    fn ndim(&self) -> usize {
+        self.view.ndim()
+    }
+
+    #[getter]
+    fn size(&self) -> usize {
+        self.view.numel()
+    }
+
+    #[getter]
+    fn nbytes(&self) -> usize {
+        self.view.nbytes()
+    }
+
+    fn is_contiguous(&self) -> bool {
+        self.view.is_contiguous()
+    }
+
+    /// A compact copy in fresh zerohop memory (the only way zerohop copies: when asked).
+    fn copy(&self) -> PyResult<PyTensor> {
+        Ok(PyTensor::new(self.view.contiguous_copy().py()?, true))
+    }
+
+    fn __len__(&self) -> PyResult<usize> {
+        self.view
+            .shape()
+            .first()
+            .map(|&n| n as usize)
+            .ok_or_else(|| PyTypeError::new_err("len() of a 0-d tensor"))
+    }
+
+    fn __repr__(&self) -> String {
+        let v = &self.view;
+        format!(
+            "zerohop.Tensor(shape={:?}, dtype={}, device={}, strides={:?}{}, data=0x{:x})",
+            v.shape(),
+            v.dtype(),
+            v.device(),
+            v.strides(),
+            if v.is_readonly() { ", readonly" } else { "" },
+            v.data_ptr() as usize
+        )
+    }
+}
+
+/// True for devices whose producers expect a stream argument.
+pub fn device_takes_stream(kind: i32) -> bool {
+    matches!(
+        DeviceKind::from_raw(kind),
+        Some(DeviceKind::Cuda | DeviceKind::Rocm)
+    )
+}

@@ -1,0 +1,50 @@
+"""Shared helpers: where each framework's data lives, so tests can prove zero-copy."""
+
+import numpy as np
+import pytest
+
+import zerohop
+
+try:
+    import torch
+except ImportError:  # pragma: no cover - the Makefile installs torch
+    torch = None
+
+try:
+    import jax
+
+    # 64-bit dtypes would otherwise be narrowed (a copy) on import.
+    jax.config.update("jax_enable_x64", True)
+    import jax.numpy as jnp
+except ImportError:  # pragma: no cover - the Makefile installs jax
+    jax = None
+    jnp = None
+
+
+def address(x):
+    """The address of element [0, ..., 0] of any framework's array."""
+    if isinstance(x, zerohop.Tensor):
+        return x.data_ptr
+    if isinstance(x, np.ndarray):
+        return x.__array_interface__["data"][0]
+    if torch is not None and isinstance(x, torch.Tensor):
+        return x.data_ptr()
+    if jax is not None and isinstance(x, jax.Array):
+        return x.unsafe_buffer_pointer()
+    raise TypeError(f"no address for {type(x)}")
+
+
+def filled_zerohop(shape, dtype):
+    """A zerohop-owned tensor (128-byte aligned) holding 0, 1, 2, ... cast to dtype."""
+    t = zerohop.zeros(shape, dtype)
+    count = int(np.prod(shape)) if shape else 1
+    if dtype == "bfloat16":
+        torch.from_dlpack(t).copy_(torch.arange(count, dtype=torch.float32).reshape(shape))
+    elif count:
+        view = t.numpy()
+        view[...] = (np.arange(count) % 2 if dtype == "bool" else np.arange(count)).reshape(shape)
+    return t
+
+
+requires_torch = pytest.mark.skipif(torch is None, reason="torch is not installed")
+requires_jax = pytest.mark.skipif(jax is None, reason="jax is not installed")

@@ -1,0 +1,77 @@
+"""JAX (CPU) <-> zerohop through DLPack: same memory, same values."""
+
+import numpy as np
+import pytest
+
+import zerohop
+from conftest import address, filled_zerohop, jax, jnp, requires_jax
+
+pytestmark = requires_jax
+
+JAX_DTYPES = [
+    "bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
+    "float16", "bfloat16", "float32", "float64", "complex64", "complex128",
+]
+
+
+def sample(dtype, shape=(3, 4)):
+    values = np.arange(int(np.prod(shape))).reshape(shape)
+    values = values % 2 if dtype == "bool" else values
+    return jnp.asarray(values, dtype=jnp.dtype(dtype))
+
+
+@pytest.mark.parametrize("dtype", JAX_DTYPES)
+def test_jax_to_zerohop_shares_memory(dtype):
+    x = sample(dtype)
+    t = zerohop.from_dlpack(x)
+    assert t.data_ptr == address(x)
+    assert t.dtype == dtype and t.shape == x.shape
+    y = jnp.from_dlpack(t)
+    assert address(y) == address(x)
+    assert bool((y == x).all())
+
+
+@pytest.mark.parametrize("dtype", JAX_DTYPES)
+def test_zerohop_to_jax_shares_memory(dtype):
+    t = filled_zerohop((3, 4), dtype)
+    y = jnp.from_dlpack(t)
+    assert address(y) == t.data_ptr
+    assert y.dtype == jnp.dtype(dtype)
+    assert bool((y == sample(dtype)).all())
+
+
+def test_transposed_tensor_from_zerohop():
+    t = filled_zerohop((3, 4), "float32")
+    x = jnp.from_dlpack(t)
+    z = zerohop.from_dlpack(x)
+    assert z.data_ptr == t.data_ptr
+    # JAX hands out only compact buffers; a transposed NumPy view imports into zerohop and
+    # JAX takes it with a relayout copy of its own, which we accept but do not claim as ours.
+    tt = zerohop.from_dlpack(np.from_dlpack(t).T)
+    assert tt.strides == (1, 4)
+    np.testing.assert_array_equal(np.asarray(jnp.from_dlpack(tt)), np.from_dlpack(t).T)
+
+
+def test_zero_d_and_empty():
+    s = zerohop.from_dlpack(jnp.asarray(1.5, dtype=jnp.float32))
+    assert s.shape == ()
+    assert float(jnp.from_dlpack(s)) == 1.5
+    assert jnp.from_dlpack(zerohop.zeros((0, 2))).shape == (0, 2)
+    assert zerohop.from_dlpack(jnp.zeros((2, 0))).shape == (2, 0)
+
+
+def test_numpy_to_jax_through_zerohop_is_one_buffer():
+    t = filled_zerohop((16,), "float32")
+    a = np.from_dlpack(t)
+    y = jnp.from_dlpack(zerohop.from_dlpack(a))
+    assert address(y) == address(a)
+
+
+def test_read_only_tensor_is_refused_by_jax_clearly():
+    # JAX asks only for legacy capsules, which cannot carry read-only data (NumPy behaves
+    # the same way). The error names the reason.
+    a = np.arange(4.0)
+    a.flags.writeable = False
+    ro = zerohop.from_dlpack(a)
+    with pytest.raises(BufferError, match="read-only"):
+        jnp.from_dlpack(ro)

@@ -199,7 +199,7 @@ impl DType {
 
     /// True for types whose elements fill whole bytes, the only ones strided access supports.
     pub const fn is_byte_addressable(self) -> bool {
-        (self.bits as usize * self.lanes as usize) % 8 == 0
+        (self.bits as usize * self.lanes as usize).is_multiple_of(8)
     }
 }
 

@@ -350,7 +350,7 @@ impl TensorView {
                 requested: T::DTYPE.to_string(),
             });
         }
-        if self.numel() > 0 && (self.data as usize) % std::mem::align_of::<T>() != 0 {
+        if self.numel() > 0 && !(self.data as usize).is_multiple_of(std::mem::align_of::<T>()) {
             return Err(Error::InvalidArgument {
                 what: "data pointer".into(),
                 reason: format!(

@@ -1,0 +1,67 @@
+# zerohop — every target sets itself up from a fresh clone.
+#   make test   fmt + clippy + cargo test + Miri + pytest
+#   make demo   the zero-copy tour (the ECG pipeline replaces it once it lands)
+#   make bench  criterion benches + cross-framework latency table
+
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+MATURIN := $(VENV)/bin/maturin
+# maturin develop installs into the environment VIRTUAL_ENV names.
+export VIRTUAL_ENV := $(abspath $(VENV))
+export PATH := $(abspath $(VENV))/bin:$(PATH)
+
+.PHONY: all venv develop test fmt-check clippy test-rust miri pytest demo bench clean
+
+all: test
+
+$(VENV)/.installed: requirements-dev.txt
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -r requirements-dev.txt
+	touch $@
+
+venv: $(VENV)/.installed
+
+# The extension, built in release mode so tests and benches see real speed.
+develop: venv
+	$(MATURIN) develop --release -q
+
+fmt-check:
+	cargo fmt --all -- --check
+
+clippy:
+	cargo clippy --workspace --all-targets -- -D warnings
+
+test-rust:
+	cargo test --workspace --exclude zerohop-python
+
+# Host-side unsafe code under Miri. If the component cannot be installed (no network to
+# the Rust distribution server), say so loudly and go on rather than fail.
+miri:
+	@if rustup +nightly component list --installed 2>/dev/null | grep -q '^miri' \
+	   || rustup component add miri rust-src --toolchain nightly; then \
+	  cargo +nightly miri test -p zerohop --lib; \
+	else \
+	  echo; echo "################################################################"; \
+	  echo "## WARNING: Miri could not be installed; Miri tests were SKIPPED ##"; \
+	  echo "################################################################"; echo; \
+	fi
+
+pytest: develop
+	$(PY) -m pytest -q tests
+
+test: fmt-check clippy test-rust miri pytest
+
+demo: develop
+	$(PY) -m zerohop.tour
+
+bench: develop
+	cargo bench -p zerohop --bench dlpack
+	$(PY) bench/dlpack_latency.py --out bench/results/dlpack_latency.md
+
+clean:
+	cargo clean
+	rm -rf $(VENV)

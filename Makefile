@@ -9,7 +9,8 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 MATURIN := $(VENV)/bin/maturin
-# maturin develop installs into the environment VIRTUAL_ENV names.
+# maturin develop installs into the environment VIRTUAL_ENV names, and pyo3's build script
+# takes its interpreter from there too, so every cargo target needs the venv first.
 export VIRTUAL_ENV := $(abspath $(VENV))
 export PATH := $(abspath $(VENV))/bin:$(PATH)
 
@@ -32,10 +33,10 @@ develop: venv
 fmt-check:
 	cargo fmt --all -- --check
 
-clippy:
+clippy: venv
 	cargo clippy --workspace --all-targets -- -D warnings
 
-test-rust:
+test-rust: venv
 	cargo test --workspace --exclude zerohop-python
 
 # Host-side unsafe code under Miri. If the component cannot be installed (no network to

@@ -1,12 +1,36 @@
 //! zerohop errors become Python exceptions here and nowhere else, with the same message.
 
 use pyo3::exceptions::{PyBufferError, PyMemoryError, PyTypeError, PyValueError};
+use pyo3::prelude::*;
 use pyo3::PyErr;
 use zerohop::Error;
+
+pyo3::create_exception!(
+    zerohop,
+    OutOfMemoryError,
+    PyMemoryError,
+    "A memory limit refused an allocation; `requested`, `in_use` and `limit` are in bytes."
+);
+
+fn limit_error(message: String, requested: usize, in_use: usize, limit: usize) -> PyErr {
+    let err = OutOfMemoryError::new_err(message);
+    Python::attach(|py| {
+        let value = err.value(py);
+        let _ = value.setattr("requested", requested);
+        let _ = value.setattr("in_use", in_use);
+        let _ = value.setattr("limit", limit);
+    });
+    err
+}
 
 pub fn to_py(err: Error) -> PyErr {
     let message = err.to_string();
     match err {
+        Error::LimitExceeded {
+            requested,
+            in_use,
+            limit,
+        } => limit_error(message, requested, in_use, limit),
         Error::InvalidArgument { .. } => PyValueError::new_err(message),
         Error::OutOfMemory { .. } => PyMemoryError::new_err(message),
         Error::DTypeMismatch { .. } => PyTypeError::new_err(message),

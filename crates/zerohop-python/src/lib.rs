@@ -2,6 +2,8 @@
 
 mod capsule;
 mod errors;
+mod memory;
+mod numpy_hook;
 mod tensor;
 
 use pyo3::exceptions::PyBufferError;
@@ -100,5 +102,12 @@ fn _zerohop(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyTensor>()?;
     m.add_function(wrap_pyfunction!(from_dlpack, m)?)?;
     m.add_function(wrap_pyfunction!(zeros, m)?)?;
+    m.add(
+        "OutOfMemoryError",
+        m.py().get_type::<errors::OutOfMemoryError>(),
+    )?;
+    let memory = PyModule::new(m.py(), "memory")?;
+    memory::register(&memory)?;
+    m.add_submodule(&memory)?;
     Ok(())
 }

@@ -82,14 +82,11 @@ impl Buffer {
         })
     }
 
-    /// Allocates zero-filled host memory from the default host resource.
+    /// Allocates zero-filled host memory from the current host resource.
     pub fn zeroed_host(len: usize, align: usize) -> Result<Self> {
-        let buf = Self::allocate(
-            crate::memory::default_host_resource(),
-            len,
-            align,
-            Stream::HOST,
-        )?;
+        let resource = crate::memory::current_resource(Device::CPU)
+            .unwrap_or_else(crate::memory::default_host_resource);
+        let buf = Self::allocate(resource, len, align, Stream::HOST)?;
         // SAFETY: the block is `len` bytes of host memory that nothing else references yet.
         unsafe { std::ptr::write_bytes(buf.as_ptr(), 0, len) };
         Ok(buf)

@@ -28,6 +28,14 @@ pub enum Error {
         device: Device,
         reason: String,
     },
+    #[error(
+        "memory limit exceeded: requested {requested} bytes with {in_use} of {limit} bytes in use"
+    )]
+    LimitExceeded {
+        requested: usize,
+        in_use: usize,
+        limit: usize,
+    },
     #[error("data on {device} is not accessible from the host")]
     NotHostAccessible { device: Device },
     #[error("tensor is read-only: {0}")]

@@ -3,13 +3,31 @@
 //! A resource hands out raw, aligned, stream-ordered blocks. Policies (pools, limits,
 //! statistics) are resources that wrap another resource, so stacks are built by composition.
 
+mod arena;
+mod failure;
+mod limit;
+mod log;
+mod pool;
+mod registry;
+mod stats;
 mod system;
+#[cfg(test)]
+mod tests;
+mod tracking;
 
 use std::fmt;
 use std::ptr::NonNull;
 use std::sync::Arc;
 
+pub use arena::{ArenaResource, DEFAULT_CACHED_PER_CLASS};
+pub use failure::{FailureCallback, FailureCallbackResource};
+pub use limit::LimitResource;
+pub use log::{LogResource, LOG_HEADER};
+pub use pool::{block_size, PoolConfig, PoolResource, PoolUsage, POOL_ALIGNMENT, SMALL_MAX};
+pub use registry::{current_resource, reset_current_resource, set_current_resource};
+pub use stats::{size_bucket, Statistics, StatsResource, HISTOGRAM_BUCKETS};
 pub use system::SystemResource;
+pub use tracking::{LiveAllocation, TrackingResource};
 
 use crate::device::Device;
 use crate::error::Result;

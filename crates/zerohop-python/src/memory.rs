@@ -1,0 +1,411 @@
+//! `zerohop.memory`: resource stacks from Python, the current host resource, statistics and
+//! leak reports, and the C allocator symbols other frameworks load.
+
+use std::ffi::{c_int, c_void};
+use std::path::PathBuf;
+use std::ptr::NonNull;
+use std::sync::Arc;
+
+use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+use zerohop::memory::{
+    current_resource, set_current_resource, ArenaResource, LimitResource, LogResource,
+    MemoryResource, PoolConfig, PoolResource, Statistics, StatsResource, SystemResource,
+    TrackingResource, POOL_ALIGNMENT,
+};
+use zerohop::{Device, Stream};
+
+use crate::errors::IntoPyResult;
+
+/// What a `Resource` is, with the concrete handle its introspection methods need.
+#[derive(Clone)]
+enum Kind {
+    System,
+    Pool(Arc<PoolResource>),
+    Arena(Arc<ArenaResource>),
+    Limit(Arc<LimitResource>),
+    Stats(Arc<StatsResource>),
+    Tracking(Arc<TrackingResource>),
+    Log(Arc<LogResource>),
+    /// A resource zerohop did not build from Python (the default, or one set from Rust).
+    Opaque,
+}
+
+/// A memory resource, possibly wrapping another (`upstream`).
+#[pyclass(name = "Resource", module = "zerohop.memory", frozen)]
+pub struct PyResource {
+    pub inner: Arc<dyn MemoryResource>,
+    kind: Kind,
+    upstream: Option<Py<PyResource>>,
+}
+
+impl PyResource {
+    fn new(inner: Arc<dyn MemoryResource>, kind: Kind, upstream: Option<Py<PyResource>>) -> Self {
+        PyResource {
+            inner,
+            kind,
+            upstream,
+        }
+    }
+
+    fn name(&self) -> &'static str {
+        match self.kind {
+            Kind::System => "System",
+            Kind::Pool(_) => "Pool",
+            Kind::Arena(_) => "Arena",
+            Kind::Limit(_) => "Limit",
+            Kind::Stats(_) => "Stats",
+            Kind::Tracking(_) => "Tracking",
+            Kind::Log(_) => "Log",
+            Kind::Opaque => "Resource",
+        }
+    }
+}
+
+fn statistics_dict<'py>(py: Python<'py>, s: &Statistics) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    d.set_item("current_bytes", s.current_bytes)?;
+    d.set_item("peak_bytes", s.peak_bytes)?;
+    d.set_item("total_bytes", s.total_bytes)?;
+    d.set_item("current_count", s.current_count)?;
+    d.set_item("peak_count", s.peak_count)?;
+    d.set_item("total_count", s.total_count)?;
+    d.set_item("failed_count", s.failed_count)?;
+    let histogram: Vec<(u64, u64)> = s
+        .histogram
+        .iter()
+        .enumerate()
+        .filter(|(_, &n)| n > 0)
+        .map(|(bucket, &n)| (1u64 << bucket, n))
+        .collect();
+    d.set_item("histogram", histogram)?;
+    Ok(d)
+}
+
+#[pymethods]
+impl PyResource {
+    /// The resource this one wraps, or None.
+    #[getter]
+    fn upstream(&self, py: Python<'_>) -> Option<Py<PyResource>> {
+        self.upstream.as_ref().map(|u| u.clone_ref(py))
+    }
+
+    #[getter]
+    fn device(&self) -> String {
+        self.inner.device().to_string()
+    }
+
+    /// Statistics of this resource (a `Stats` adaptor).
+    fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        match &self.kind {
+            Kind::Stats(s) => statistics_dict(py, &s.statistics()),
+            _ => Err(PyTypeError::new_err(format!(
+                "{} keeps no statistics; wrap it in zerohop.memory.Stats(...)",
+                self.name()
+            ))),
+        }
+    }
+
+    /// Outstanding allocations of a `Tracking` adaptor, as dicts.
+    fn leaks<'py>(&self, py: Python<'py>) -> PyResult<Vec<Bound<'py, PyDict>>> {
+        let Kind::Tracking(t) = &self.kind else {
+            return Err(PyTypeError::new_err(format!(
+                "{} does not track allocations; wrap it in zerohop.memory.Tracking(...)",
+                self.name()
+            )));
+        };
+        t.outstanding()
+            .into_iter()
+            .map(|a| {
+                let d = PyDict::new(py);
+                d.set_item("address", a.address)?;
+                d.set_item("bytes", a.bytes)?;
+                d.set_item("align", a.align)?;
+                d.set_item("stream", a.stream.0)?;
+                d.set_item("thread", a.thread)?;
+                d.set_item("backtrace", a.backtrace)?;
+                Ok(d)
+            })
+            .collect()
+    }
+
+    /// The leak report of a `Tracking` adaptor ("" when nothing is outstanding).
+    fn report(&self) -> PyResult<String> {
+        match &self.kind {
+            Kind::Tracking(t) => Ok(t.report()),
+            _ => Err(PyTypeError::new_err(format!(
+                "{} has no leak report",
+                self.name()
+            ))),
+        }
+    }
+
+    /// A `Pool`'s reserved/in-use bytes, chunks and free blocks.
+    fn usage<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let d = PyDict::new(py);
+        match &self.kind {
+            Kind::Pool(p) => {
+                let u = p.usage();
+                d.set_item("reserved", u.reserved)?;
+                d.set_item("in_use", u.in_use)?;
+                d.set_item("chunks", u.chunks)?;
+                d.set_item("free_blocks", u.free_blocks)?;
+            }
+            Kind::Limit(l) => {
+                d.set_item("in_use", l.in_use())?;
+                d.set_item("limit", l.limit())?;
+            }
+            _ => {
+                return Err(PyTypeError::new_err(format!(
+                    "{} reports no usage (Pool and Limit do)",
+                    self.name()
+                )))
+            }
+        }
+        Ok(d)
+    }
+
+    /// Gives a `Pool`'s idle chunks back upstream (returns the bytes released), or flushes
+    /// this thread's `Arena` cache.
+    fn release(&self) -> PyResult<usize> {
+        match &self.kind {
+            Kind::Pool(p) => Ok(p.release()),
+            Kind::Arena(a) => {
+                a.flush_thread_cache();
+                Ok(0)
+            }
+            _ => Err(PyTypeError::new_err(format!(
+                "{} holds nothing to release",
+                self.name()
+            ))),
+        }
+    }
+
+    /// Writes a `Log`'s buffered lines to its file.
+    fn flush(&self) -> PyResult<()> {
+        match &self.kind {
+            Kind::Log(l) => l.flush().py(),
+            _ => Err(PyTypeError::new_err(format!("{} has no log", self.name()))),
+        }
+    }
+
+    /// Allocates `nbytes` and returns the address (for tests and foreign callers; give it
+    /// back with `deallocate`).
+    #[pyo3(signature = (nbytes, align=POOL_ALIGNMENT))]
+    fn allocate(&self, nbytes: usize, align: usize) -> PyResult<usize> {
+        Ok(self
+            .inner
+            .allocate(nbytes, align, Stream::HOST)
+            .py()?
+            .as_ptr() as usize)
+    }
+
+    /// # Safety (for the Python caller)
+    /// `address` must come from `allocate` on this resource with the same size and alignment.
+    #[pyo3(signature = (address, nbytes, align=POOL_ALIGNMENT))]
+    fn deallocate(&self, address: usize, nbytes: usize, align: usize) -> PyResult<()> {
+        let ptr = NonNull::new(address as *mut u8)
+            .ok_or_else(|| PyValueError::new_err("address 0 was never allocated"))?;
+        // SAFETY: the Python caller promises the block came from `allocate` here.
+        unsafe { self.inner.deallocate(ptr, nbytes, align, Stream::HOST) };
+        Ok(())
+    }
+
+    fn __repr__(&self) -> String {
+        match &self.upstream {
+            Some(u) => format!("{}({})", self.name(), u.get().__repr__()),
+            None => format!("{}()", self.name()),
+        }
+    }
+}
+
+type Built = (Arc<dyn MemoryResource>, Kind);
+
+fn wrap(
+    upstream: &Bound<'_, PyResource>,
+    build: impl FnOnce(Arc<dyn MemoryResource>) -> zerohop::Result<Built>,
+) -> PyResult<PyResource> {
+    let (inner, kind) = build(upstream.get().inner.clone()).py()?;
+    Ok(PyResource::new(
+        inner,
+        kind,
+        Some(upstream.clone().unbind()),
+    ))
+}
+
+#[pyfunction]
+fn system() -> PyResource {
+    PyResource::new(Arc::new(SystemResource::new()), Kind::System, None)
+}
+
+#[pyfunction]
+#[pyo3(signature = (upstream, initial=0, maximum=None))]
+fn pool(
+    upstream: &Bound<'_, PyResource>,
+    initial: usize,
+    maximum: Option<usize>,
+) -> PyResult<PyResource> {
+    if let Some(max) = maximum {
+        if max < initial {
+            return Err(PyValueError::new_err(format!(
+                "maximum ({max}) is smaller than initial ({initial})"
+            )));
+        }
+    }
+    wrap(upstream, |up| {
+        let p = Arc::new(PoolResource::new(up, PoolConfig { initial, maximum }));
+        Ok((p.clone(), Kind::Pool(p)))
+    })
+}
+
+#[pyfunction]
+#[pyo3(signature = (upstream, cached_per_class=zerohop::memory::DEFAULT_CACHED_PER_CLASS))]
+fn arena(upstream: &Bound<'_, PyResource>, cached_per_class: usize) -> PyResult<PyResource> {
+    wrap(upstream, |up| {
+        let a = Arc::new(ArenaResource::with_cache_size(up, cached_per_class));
+        Ok((a.clone(), Kind::Arena(a)))
+    })
+}
+
+#[pyfunction]
+fn limit(upstream: &Bound<'_, PyResource>, nbytes: usize) -> PyResult<PyResource> {
+    wrap(upstream, |up| {
+        let l = Arc::new(LimitResource::new(up, nbytes));
+        Ok((l.clone(), Kind::Limit(l)))
+    })
+}
+
+#[pyfunction]
+fn stats(upstream: &Bound<'_, PyResource>) -> PyResult<PyResource> {
+    wrap(upstream, |up| {
+        let s = Arc::new(StatsResource::new(up));
+        Ok((s.clone(), Kind::Stats(s)))
+    })
+}
+
+#[pyfunction]
+#[pyo3(signature = (upstream, backtraces=false))]
+fn tracking(upstream: &Bound<'_, PyResource>, backtraces: bool) -> PyResult<PyResource> {
+    wrap(upstream, |up| {
+        let t = Arc::new(TrackingResource::new(up, backtraces));
+        Ok((t.clone(), Kind::Tracking(t)))
+    })
+}
+
+#[pyfunction]
+fn log(upstream: &Bound<'_, PyResource>, path: PathBuf) -> PyResult<PyResource> {
+    wrap(upstream, |up| {
+        let l = Arc::new(LogResource::new(up, &path)?);
+        Ok((l.clone(), Kind::Log(l)))
+    })
+}
+
+/// The Python object last installed with `set_current` (so `get_current` returns the same
+/// object, with its kind and upstream chain).
+static CURRENT_HOST: std::sync::Mutex<Option<Py<PyResource>>> = std::sync::Mutex::new(None);
+
+#[pyfunction]
+fn set_current(resource: &Bound<'_, PyResource>) -> PyResult<()> {
+    let device = resource.get().inner.device();
+    if !device.is_host_accessible() {
+        return Err(PyValueError::new_err(format!(
+            "set_current takes a host resource here; this one allocates on {device}"
+        )));
+    }
+    set_current_resource(Device::CPU, resource.get().inner.clone());
+    *CURRENT_HOST.lock().unwrap_or_else(|p| p.into_inner()) = Some(resource.clone().unbind());
+    Ok(())
+}
+
+#[pyfunction]
+fn get_current(py: Python<'_>) -> PyResult<Py<PyResource>> {
+    let installed = current_resource(Device::CPU).expect("the host always has a resource");
+    let guard = CURRENT_HOST.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some(known) = guard.as_ref() {
+        if known.get().inner.is_equal(&*installed) {
+            return Ok(known.clone_ref(py));
+        }
+    }
+    Py::new(py, PyResource::new(installed, Kind::Opaque, None))
+}
+
+/// Restores the process default (the system resource) for host allocations.
+#[pyfunction]
+fn reset_current() {
+    zerohop::memory::reset_current_resource(Device::CPU);
+    *CURRENT_HOST.lock().unwrap_or_else(|p| p.into_inner()) = None;
+}
+
+fn device_of(device: c_int) -> Device {
+    if device < 0 {
+        Device::CPU
+    } else {
+        Device::cuda(device)
+    }
+}
+
+/// C allocator entry point with the signature torch's `CUDAPluggableAllocator` loads:
+/// `void* alloc(ssize_t size, int device, cudaStream_t stream)`. Device -1 means the host.
+/// Returns NULL when no resource serves `device` or the resource refuses.
+#[no_mangle]
+pub extern "C" fn zerohop_malloc(size: isize, device: c_int, stream: *mut c_void) -> *mut c_void {
+    let Ok(size) = usize::try_from(size) else {
+        return std::ptr::null_mut();
+    };
+    let Some(resource) = current_resource(device_of(device)) else {
+        return std::ptr::null_mut();
+    };
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        resource
+            .allocate(size, POOL_ALIGNMENT, Stream(stream as usize))
+            .map(|p| p.as_ptr() as *mut c_void)
+            .unwrap_or(std::ptr::null_mut())
+    }))
+    .unwrap_or(std::ptr::null_mut())
+}
+
+/// C free entry point matching [`zerohop_malloc`]:
+/// `void free(void* ptr, ssize_t size, int device, cudaStream_t stream)`.
+///
+/// # Safety
+/// `ptr` must come from `zerohop_malloc(size, device, …)` while the same resource was
+/// current for `device`, and must not be used afterwards.
+#[no_mangle]
+pub unsafe extern "C" fn zerohop_free(
+    ptr: *mut c_void,
+    size: isize,
+    device: c_int,
+    stream: *mut c_void,
+) {
+    let (Some(ptr), Ok(size)) = (NonNull::new(ptr as *mut u8), usize::try_from(size)) else {
+        return;
+    };
+    let Some(resource) = current_resource(device_of(device)) else {
+        return;
+    };
+    let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        // SAFETY: per this function's contract.
+        unsafe { resource.deallocate(ptr, size, POOL_ALIGNMENT, Stream(stream as usize)) }
+    }));
+}
+
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<PyResource>()?;
+    for f in [
+        wrap_pyfunction!(system, m)?,
+        wrap_pyfunction!(pool, m)?,
+        wrap_pyfunction!(arena, m)?,
+        wrap_pyfunction!(limit, m)?,
+        wrap_pyfunction!(stats, m)?,
+        wrap_pyfunction!(tracking, m)?,
+        wrap_pyfunction!(log, m)?,
+        wrap_pyfunction!(set_current, m)?,
+        wrap_pyfunction!(get_current, m)?,
+        wrap_pyfunction!(reset_current, m)?,
+    ] {
+        m.add_function(f)?;
+    }
+    crate::numpy_hook::register(m)?;
+    Ok(())
+}

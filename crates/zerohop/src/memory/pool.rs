@@ -1,0 +1,294 @@
+//! `Pool`: large chunks from an upstream resource, carved into blocks and reused.
+//!
+//! Small requests (≤ 64 KiB) are rounded to a power-of-two size class and recycled through
+//! per-class free lists: O(1) in the common case. Larger ones use coalescing best fit over
+//! the chunks: a freed block merges with free neighbours (never across chunks, so whole
+//! chunks can go back upstream on `release`).
+//!
+//! This host pool ignores streams: host memory has no stream order. Device pools built on
+//! the same trait add event-ordered reuse across streams.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::ptr::NonNull;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use super::{MemoryResource, Stream};
+use crate::device::Device;
+use crate::error::{Error, Result};
+
+/// Every block the pool hands out is aligned to this (a CUDA-friendly granule).
+pub const POOL_ALIGNMENT: usize = 256;
+/// Size classes 256 B, 512 B, …, 64 KiB.
+pub const SMALL_CLASSES: usize = 9;
+pub const SMALL_MAX: usize = POOL_ALIGNMENT << (SMALL_CLASSES - 1);
+const DEFAULT_GROWTH: usize = 1 << 20;
+
+/// The block size a request of `bytes` occupies, and its small size class if any.
+pub fn block_size(bytes: usize) -> Option<(usize, Option<usize>)> {
+    let rounded = bytes.max(1).checked_next_multiple_of(POOL_ALIGNMENT)?;
+    if rounded <= SMALL_MAX {
+        let class_size = rounded.next_power_of_two();
+        let class = (class_size / POOL_ALIGNMENT).trailing_zeros() as usize;
+        Some((class_size, Some(class)))
+    } else {
+        Some((rounded, None))
+    }
+}
+
+/// How a pool is sized.
+#[derive(Clone, Debug, Default)]
+pub struct PoolConfig {
+    /// Bytes reserved from upstream on the first allocation (at least the request).
+    pub initial: usize,
+    /// Never reserve more than this from upstream (None: grow while upstream gives).
+    pub maximum: Option<usize>,
+}
+
+/// What a pool holds right now.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PoolUsage {
+    /// Bytes taken from upstream.
+    pub reserved: usize,
+    /// Bytes handed out in blocks (rounded sizes).
+    pub in_use: usize,
+    pub chunks: usize,
+    /// Free blocks available for reuse (large free ranges plus cached small blocks).
+    pub free_blocks: usize,
+}
+
+#[derive(Default)]
+struct PoolState {
+    /// Upstream allocations: start → size.
+    chunks: BTreeMap<usize, usize>,
+    free_by_size: BTreeSet<(usize, usize)>,
+    free_by_addr: BTreeMap<usize, usize>,
+    small: [Vec<usize>; SMALL_CLASSES],
+    reserved: usize,
+    in_use: usize,
+}
+
+impl PoolState {
+    fn take_best_fit(&mut self, size: usize) -> Option<usize> {
+        let &(found, addr) = self.free_by_size.range((size, 0)..).next()?;
+        self.free_by_size.remove(&(found, addr));
+        self.free_by_addr.remove(&addr);
+        if found > size {
+            self.insert_range(addr + size, found - size);
+        }
+        Some(addr)
+    }
+
+    fn insert_range(&mut self, addr: usize, size: usize) {
+        self.free_by_size.insert((size, addr));
+        self.free_by_addr.insert(addr, size);
+    }
+
+    fn remove_range(&mut self, addr: usize, size: usize) {
+        self.free_by_size.remove(&(size, addr));
+        self.free_by_addr.remove(&addr);
+    }
+
+    /// Returns a block to the free ranges, merging with neighbours inside its chunk.
+    fn free_range(&mut self, mut addr: usize, mut size: usize) {
+        let next = addr + size;
+        if !self.chunks.contains_key(&next) {
+            if let Some(&next_size) = self.free_by_addr.get(&next) {
+                self.remove_range(next, next_size);
+                size += next_size;
+            }
+        }
+        if !self.chunks.contains_key(&addr) {
+            if let Some((&prev, &prev_size)) = self.free_by_addr.range(..addr).next_back() {
+                if prev + prev_size == addr {
+                    self.remove_range(prev, prev_size);
+                    addr = prev;
+                    size += prev_size;
+                }
+            }
+        }
+        self.insert_range(addr, size);
+    }
+}
+
+pub struct PoolResource {
+    upstream: Arc<dyn MemoryResource>,
+    config: PoolConfig,
+    state: Mutex<PoolState>,
+}
+
+impl std::fmt::Debug for PoolResource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PoolResource")
+            .field("upstream", &self.upstream)
+            .field("config", &self.config)
+            .field("usage", &self.usage())
+            .finish()
+    }
+}
+
+fn to_ptr(addr: usize) -> NonNull<u8> {
+    // Addresses in the pool come from upstream pointers whose provenance was exposed when
+    // they entered (see `expose`), so rebuilding pointers from them is sound.
+    NonNull::new(std::ptr::with_exposed_provenance_mut::<u8>(addr))
+        .expect("pool addresses are never zero")
+}
+
+fn expose(ptr: NonNull<u8>) -> usize {
+    ptr.as_ptr().expose_provenance()
+}
+
+impl PoolResource {
+    pub fn new(upstream: Arc<dyn MemoryResource>, config: PoolConfig) -> Self {
+        PoolResource {
+            upstream,
+            config,
+            state: Mutex::new(PoolState::default()),
+        }
+    }
+
+    fn state(&self) -> MutexGuard<'_, PoolState> {
+        // Every critical section leaves the maps consistent before anything can panic.
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub fn usage(&self) -> PoolUsage {
+        let state = self.state();
+        PoolUsage {
+            reserved: state.reserved,
+            in_use: state.in_use,
+            chunks: state.chunks.len(),
+            free_blocks: state.free_by_addr.len() + state.small.iter().map(Vec::len).sum::<usize>(),
+        }
+    }
+
+    fn grow(&self, state: &mut PoolState, size: usize) -> Result<()> {
+        let wanted = if state.reserved == 0 {
+            self.config.initial.max(DEFAULT_GROWTH)
+        } else {
+            state.reserved.max(DEFAULT_GROWTH)
+        };
+        let mut chunk = size.max(wanted);
+        if let Some(maximum) = self.config.maximum {
+            let room = maximum.saturating_sub(state.reserved);
+            if size > room {
+                return Err(Error::OutOfMemory {
+                    requested: size,
+                    device: self.upstream.device(),
+                    reason: format!(
+                        "pool maximum {maximum} bytes reached ({} reserved, {} in use)",
+                        state.reserved, state.in_use
+                    ),
+                });
+            }
+            chunk = chunk.min(room);
+        }
+        let chunk = chunk.next_multiple_of(POOL_ALIGNMENT);
+        let (ptr, chunk) = match self.upstream.allocate(chunk, POOL_ALIGNMENT, Stream::HOST) {
+            Ok(ptr) => (ptr, chunk),
+            // A doubling step may be more than upstream can give; the request alone may fit.
+            Err(_) if chunk > size => (
+                self.upstream.allocate(size, POOL_ALIGNMENT, Stream::HOST)?,
+                size,
+            ),
+            Err(err) => return Err(err),
+        };
+        let addr = expose(ptr);
+        state.chunks.insert(addr, chunk);
+        state.reserved += chunk;
+        state.insert_range(addr, chunk);
+        Ok(())
+    }
+
+    /// Gives fully free chunks back to upstream; returns the bytes released.
+    pub fn release(&self) -> usize {
+        let mut state = self.state();
+        for class in 0..SMALL_CLASSES {
+            let size = POOL_ALIGNMENT << class;
+            for addr in std::mem::take(&mut state.small[class]) {
+                state.free_range(addr, size);
+            }
+        }
+        let idle: Vec<(usize, usize)> = state
+            .chunks
+            .iter()
+            .filter(|&(start, size)| state.free_by_addr.get(start) == Some(size))
+            .map(|(&s, &z)| (s, z))
+            .collect();
+        let mut released = 0;
+        for (start, size) in idle {
+            state.remove_range(start, size);
+            state.chunks.remove(&start);
+            state.reserved -= size;
+            released += size;
+            // SAFETY: the chunk came from `upstream.allocate(size, POOL_ALIGNMENT, HOST)` in
+            // `grow`, and it is entirely free, so no block of it is in use.
+            unsafe {
+                self.upstream
+                    .deallocate(to_ptr(start), size, POOL_ALIGNMENT, Stream::HOST)
+            };
+        }
+        released
+    }
+}
+
+impl MemoryResource for PoolResource {
+    fn allocate(&self, bytes: usize, align: usize, stream: Stream) -> Result<NonNull<u8>> {
+        if align > POOL_ALIGNMENT {
+            // Rare over-aligned requests go straight upstream (and come back the same way).
+            return self.upstream.allocate(bytes, align, stream);
+        }
+        let (size, class) = block_size(bytes).ok_or_else(|| Error::OutOfMemory {
+            requested: bytes,
+            device: self.upstream.device(),
+            reason: "size overflows when rounded to the pool granule".into(),
+        })?;
+        let mut state = self.state();
+        if let Some(class) = class {
+            if let Some(addr) = state.small[class].pop() {
+                state.in_use += size;
+                return Ok(to_ptr(addr));
+            }
+        }
+        let addr = match state.take_best_fit(size) {
+            Some(addr) => addr,
+            None => {
+                self.grow(&mut state, size)?;
+                state
+                    .take_best_fit(size)
+                    .expect("a chunk of at least `size` bytes was just added")
+            }
+        };
+        state.in_use += size;
+        Ok(to_ptr(addr))
+    }
+
+    unsafe fn deallocate(&self, ptr: NonNull<u8>, bytes: usize, align: usize, stream: Stream) {
+        if align > POOL_ALIGNMENT {
+            // SAFETY: over-aligned blocks came from upstream with these exact arguments.
+            unsafe { self.upstream.deallocate(ptr, bytes, align, stream) };
+            return;
+        }
+        let Some((size, class)) = block_size(bytes) else {
+            return;
+        };
+        let addr = expose(ptr);
+        let mut state = self.state();
+        state.in_use -= size;
+        match class {
+            Some(class) => state.small[class].push(addr),
+            None => state.free_range(addr, size),
+        }
+    }
+
+    fn device(&self) -> Device {
+        self.upstream.device()
+    }
+}
+
+impl Drop for PoolResource {
+    fn drop(&mut self) {
+        // Chunks with live blocks stay allocated: someone may still use them (a leak is
+        // better than a use-after-free). Free chunks go back.
+        self.release();
+    }
+}

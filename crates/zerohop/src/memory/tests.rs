@@ -1,0 +1,445 @@
+//! Behaviour of every resource and adaptor, alone and stacked. The deterministic tests run
+//! under Miri; the property and stress tests are too slow there and run natively.
+
+use std::ptr::NonNull;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
+
+use super::*;
+use crate::error::Error;
+
+fn system() -> Arc<dyn MemoryResource> {
+    Arc::new(SystemResource::new())
+}
+
+/// Fills a block with a pattern and checks it later: overlapping blocks would clobber each
+/// other's patterns.
+struct Block {
+    ptr: NonNull<u8>,
+    bytes: usize,
+    align: usize,
+    tag: u8,
+}
+
+// SAFETY: a Block is an exclusively owned allocation; moving it to another thread moves
+// that ownership, and every resource here may be freed from any thread.
+unsafe impl Send for Block {}
+
+impl Block {
+    fn new(resource: &dyn MemoryResource, bytes: usize, align: usize, tag: u8) -> Block {
+        let ptr = resource.allocate(bytes, align, Stream::HOST).unwrap();
+        assert_eq!(
+            ptr.as_ptr() as usize % align,
+            0,
+            "alignment {align} not honoured"
+        );
+        // SAFETY: the block is `bytes` long and exclusively ours.
+        unsafe { std::ptr::write_bytes(ptr.as_ptr(), tag, bytes) };
+        Block {
+            ptr,
+            bytes,
+            align,
+            tag,
+        }
+    }
+
+    /// Samples the pattern (both ends and every 4 KiB): enough to catch a block handed out
+    /// twice, cheap enough for millions of checks in debug builds.
+    fn check(&self) {
+        // SAFETY: the block is live and `bytes` long.
+        let bytes = unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.bytes) };
+        let ends = bytes.iter().take(64).chain(bytes.iter().rev().take(64));
+        let sampled = bytes.iter().step_by(4096);
+        assert!(
+            ends.chain(sampled).all(|&b| b == self.tag),
+            "block was overwritten"
+        );
+    }
+
+    #[cfg_attr(miri, allow(dead_code))]
+    fn range(&self) -> (usize, usize) {
+        let start = self.ptr.as_ptr() as usize;
+        (start, start + self.bytes)
+    }
+
+    fn free(self, resource: &dyn MemoryResource) {
+        self.check();
+        // SAFETY: allocated from `resource` with these arguments, freed once.
+        unsafe { resource.deallocate(self.ptr, self.bytes, self.align, Stream::HOST) };
+    }
+}
+
+#[test]
+fn block_sizes_round_to_classes_and_granules() {
+    assert_eq!(block_size(1), Some((256, Some(0))));
+    assert_eq!(block_size(256), Some((256, Some(0))));
+    assert_eq!(block_size(257), Some((512, Some(1))));
+    assert_eq!(block_size(SMALL_MAX), Some((SMALL_MAX, Some(8))));
+    assert_eq!(block_size(SMALL_MAX + 1), Some((SMALL_MAX + 256, None)));
+    assert_eq!(block_size(usize::MAX), None);
+}
+
+#[test]
+fn pool_reuses_freed_blocks() {
+    let pool = PoolResource::new(system(), PoolConfig::default());
+    let a = Block::new(&pool, 100, 64, 1);
+    let addr = a.ptr;
+    a.free(&pool);
+    let b = Block::new(&pool, 200, 64, 2);
+    assert_eq!(b.ptr, addr, "a freed small block is handed out again");
+    b.free(&pool);
+    let big = Block::new(&pool, 300_000, 128, 3);
+    let big_addr = big.ptr;
+    big.free(&pool);
+    let again = Block::new(&pool, 250_000, 128, 4);
+    assert_eq!(again.ptr, big_addr, "best fit reuses the freed large block");
+    again.free(&pool);
+    assert_eq!(pool.usage().in_use, 0);
+    assert_eq!(pool.usage().chunks, 1);
+}
+
+#[test]
+fn pool_coalesces_neighbours_and_releases_idle_chunks() {
+    let pool = PoolResource::new(system(), PoolConfig::default());
+    let blocks: Vec<Block> = (0..4).map(|i| Block::new(&pool, 100_000, 256, i)).collect();
+    let first = blocks[0].ptr;
+    // Free in an order that needs merging on both sides.
+    let mut blocks = blocks.into_iter().map(Some).collect::<Vec<_>>();
+    for i in [1, 3, 0, 2] {
+        blocks[i].take().unwrap().free(&pool);
+    }
+    let usage = pool.usage();
+    assert_eq!(usage.in_use, 0);
+    assert_eq!(
+        usage.free_blocks, 1,
+        "all four blocks merged with the chunk's tail"
+    );
+    let whole = Block::new(&pool, 400_000, 256, 9);
+    assert_eq!(whole.ptr, first);
+    whole.free(&pool);
+    assert_eq!(pool.release(), usage.reserved);
+    assert_eq!(pool.usage(), PoolUsage::default());
+}
+
+#[test]
+fn pool_maximum_is_a_clear_error() {
+    let pool = PoolResource::new(
+        system(),
+        PoolConfig {
+            initial: 0,
+            maximum: Some(1 << 20),
+        },
+    );
+    let held = Block::new(&pool, 600_000, 256, 1);
+    let err = pool.allocate(600_000, 256, Stream::HOST).unwrap_err();
+    assert!(matches!(err, Error::OutOfMemory { .. }));
+    assert!(err.to_string().contains("pool maximum 1048576"), "{err}");
+    held.free(&pool);
+    Block::new(&pool, 600_000, 256, 2).free(&pool);
+}
+
+#[test]
+fn pool_passes_over_aligned_requests_upstream() {
+    let pool = PoolResource::new(system(), PoolConfig::default());
+    let b = Block::new(&pool, 10, 4096, 7);
+    b.free(&pool);
+    assert_eq!(pool.usage().reserved, 0);
+}
+
+#[test]
+fn limit_refuses_with_the_numbers_and_recovers() {
+    let limit = LimitResource::new(system(), 1000);
+    let a = Block::new(&limit, 600, 64, 1);
+    match limit.allocate(500, 64, Stream::HOST) {
+        Err(Error::LimitExceeded {
+            requested,
+            in_use,
+            limit,
+        }) => assert_eq!((requested, in_use, limit), (500, 600, 1000)),
+        other => panic!("expected LimitExceeded, got {other:?}"),
+    }
+    assert_eq!(limit.in_use(), 600);
+    a.free(&limit);
+    Block::new(&limit, 1000, 64, 2).free(&limit);
+    assert_eq!(limit.in_use(), 0);
+}
+
+#[test]
+fn stats_count_current_peak_and_sizes() {
+    let stats = StatsResource::new(system());
+    let a = Block::new(&stats, 100, 8, 1);
+    let b = Block::new(&stats, 3000, 8, 2);
+    a.free(&stats);
+    let s = stats.statistics();
+    assert_eq!(
+        (s.current_bytes, s.peak_bytes, s.total_bytes),
+        (3000, 3100, 3100)
+    );
+    assert_eq!((s.current_count, s.peak_count, s.total_count), (1, 2, 2));
+    assert_eq!(s.histogram[size_bucket(100)], 1);
+    assert_eq!(s.histogram[size_bucket(3000)], 1);
+    assert_eq!(size_bucket(128), 7);
+    assert_eq!(size_bucket(129), 8);
+    b.free(&stats);
+    assert_eq!(stats.statistics().current_bytes, 0);
+}
+
+#[test]
+fn tracking_reports_a_planted_leak() {
+    let tracking = TrackingResource::new(system(), false);
+    let freed = Block::new(&tracking, 64, 8, 1);
+    let leaked = Block::new(&tracking, 4096, 8, 2);
+    freed.free(&tracking);
+    let live = tracking.outstanding();
+    assert_eq!(live.len(), 1);
+    assert_eq!(live[0].address, leaked.ptr.as_ptr() as usize);
+    assert_eq!(live[0].bytes, 4096);
+    let report = tracking.report();
+    assert!(
+        report.contains("1 allocation(s) outstanding, 4096 bytes"),
+        "{report}"
+    );
+    leaked.free(&tracking);
+    assert!(tracking.report().is_empty());
+}
+
+#[test]
+#[cfg_attr(miri, ignore = "backtrace capture is slow and unsupported under Miri")]
+fn tracking_captures_where_the_leak_was_made() {
+    fn plant_leak(tracking: &TrackingResource) -> Block {
+        Block::new(tracking, 32, 8, 3)
+    }
+    let tracking = TrackingResource::new(system(), true);
+    let leaked = plant_leak(&tracking);
+    let report = tracking.report();
+    assert!(report.contains("plant_leak"), "backtrace missing: {report}");
+    leaked.free(&tracking);
+}
+
+#[test]
+#[cfg_attr(miri, ignore = "file I/O is isolated under Miri")]
+fn log_writes_parseable_csv() {
+    let path = std::env::temp_dir().join(format!("zerohop-log-{}.csv", std::process::id()));
+    let log = LogResource::new(system(), &path).unwrap();
+    let a = Block::new(&log, 123, 8, 1);
+    let addr = a.ptr.as_ptr() as usize;
+    a.free(&log);
+    log.flush().unwrap();
+    let text = std::fs::read_to_string(&path).unwrap();
+    std::fs::remove_file(&path).ok();
+    let mut lines = text.lines();
+    assert_eq!(lines.next(), Some(LOG_HEADER));
+    let rows: Vec<Vec<&str>> = lines.map(|l| l.split(',').collect()).collect();
+    assert_eq!(rows.len(), 2);
+    for (row, action) in rows.iter().zip(["allocate", "free"]) {
+        assert_eq!(row.len(), 6);
+        row[0].parse::<u128>().unwrap();
+        assert_eq!(row[2], action);
+        assert_eq!(
+            usize::from_str_radix(row[3].trim_start_matches("0x"), 16).unwrap(),
+            addr
+        );
+        assert_eq!(row[4], "123");
+    }
+    assert!(LogResource::new(system(), std::path::Path::new("/nonexistent/dir/x.csv")).is_err());
+}
+
+#[test]
+fn failure_callback_may_free_memory_and_retry() {
+    let limit = Arc::new(LimitResource::new(system(), 1000));
+    let hog = Block::new(&*limit, 900, 8, 1);
+    let hog = std::sync::Mutex::new(Some(hog));
+    let calls = Arc::new(AtomicU32::new(0));
+    let (limit2, calls2) = (limit.clone(), calls.clone());
+    let retrying = FailureCallbackResource::new(
+        limit.clone(),
+        Box::new(move |_bytes, attempt| {
+            calls2.fetch_add(1, Ordering::SeqCst);
+            match hog.lock().unwrap().take() {
+                Some(block) if attempt == 0 => {
+                    block.free(&*limit2);
+                    true
+                }
+                _ => false,
+            }
+        }),
+    );
+    let b = Block::new(&retrying, 500, 8, 2);
+    assert_eq!(calls.load(Ordering::SeqCst), 1);
+    assert!(
+        retrying.allocate(900, 8, Stream::HOST).is_err(),
+        "second failure gives up"
+    );
+    assert_eq!(calls.load(Ordering::SeqCst), 2);
+    b.free(&retrying);
+}
+
+#[test]
+fn arena_caches_per_thread_and_flushes_upstream() {
+    let stats = Arc::new(StatsResource::new(system()));
+    let arena = ArenaResource::with_cache_size(stats.clone(), 2);
+    let blocks: Vec<Block> = (0..4).map(|i| Block::new(&arena, 100, 64, i)).collect();
+    for b in blocks {
+        b.free(&arena);
+    }
+    assert_eq!(
+        stats.statistics().current_count,
+        2,
+        "two cached, two returned"
+    );
+    let again = Block::new(&arena, 200, 64, 5);
+    assert_eq!(stats.statistics().total_count, 4, "served from the cache");
+    again.free(&arena);
+    arena.flush_thread_cache();
+    assert_eq!(stats.statistics().current_count, 0);
+    let large = Block::new(&arena, 1 << 20, 64, 6);
+    large.free(&arena);
+    assert_eq!(stats.statistics().current_count, 0);
+}
+
+#[test]
+fn registry_has_a_host_default_and_swaps() {
+    use crate::device::Device;
+    assert!(current_resource(Device::cuda(7)).is_none());
+    let host = current_resource(Device::CPU).unwrap();
+    assert_eq!(host.device(), Device::CPU);
+    let stats: Arc<dyn MemoryResource> = Arc::new(StatsResource::new(system()));
+    let cuda7 = Device::cuda(7);
+    assert!(set_current_resource(cuda7, stats.clone()).is_none());
+    assert!(current_resource(cuda7).unwrap().is_equal(&*stats));
+    reset_current_resource(cuda7);
+    assert!(current_resource(cuda7).is_none());
+}
+
+#[test]
+fn a_full_stack_composes() {
+    let tracking = Arc::new(TrackingResource::new(system(), false));
+    let pool = Arc::new(PoolResource::new(tracking.clone(), PoolConfig::default()));
+    let stats = Arc::new(StatsResource::new(pool.clone()));
+    let limit = LimitResource::new(stats.clone(), 1 << 22);
+    let blocks: Vec<Block> = (0..20)
+        .map(|i| Block::new(&limit, 1000 * i + 1, 64, i as u8))
+        .collect();
+    assert_eq!(
+        tracking.outstanding().len(),
+        1,
+        "the pool took one chunk upstream"
+    );
+    for b in blocks {
+        b.free(&limit);
+    }
+    assert_eq!(stats.statistics().current_bytes, 0);
+    pool.release();
+    assert!(tracking.report().is_empty());
+}
+
+#[cfg(not(miri))]
+mod properties {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[derive(Debug, Clone)]
+    enum Op {
+        Alloc { bytes: usize, align_pow: u32 },
+        Free(usize),
+    }
+
+    fn ops() -> impl Strategy<Value = Vec<Op>> {
+        let op = prop_oneof![
+            3 => (prop_oneof![1usize..512, 512usize..70_000, 70_000usize..2_000_000], 0u32..10)
+                .prop_map(|(bytes, align_pow)| Op::Alloc { bytes, align_pow }),
+            2 => any::<usize>().prop_map(Op::Free),
+        ];
+        proptest::collection::vec(op, 1..200)
+    }
+
+    fn run(resource: &dyn MemoryResource, ops: &[Op]) {
+        let mut live: Vec<Block> = Vec::new();
+        for (i, op) in ops.iter().enumerate() {
+            match *op {
+                Op::Alloc { bytes, align_pow } => {
+                    live.push(Block::new(resource, bytes, 1 << align_pow, i as u8));
+                }
+                Op::Free(pick) if !live.is_empty() => {
+                    let at = pick % live.len();
+                    live.swap_remove(at).free(resource);
+                }
+                Op::Free(_) => {}
+            }
+            // No overlap between any two live blocks.
+            let mut ranges: Vec<_> = live.iter().map(Block::range).collect();
+            ranges.sort_unstable();
+            assert!(
+                ranges.windows(2).all(|w| w[0].1 <= w[1].0),
+                "live blocks overlap"
+            );
+        }
+        for b in live {
+            b.free(resource);
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+
+        #[test]
+        fn pool_random_sequences(ops in ops()) {
+            let tracking = Arc::new(TrackingResource::new(system(), false));
+            let pool = PoolResource::new(tracking.clone(), PoolConfig::default());
+            let stats = StatsResource::new(Arc::new(pool));
+            run(&stats, &ops);
+            let s = stats.statistics();
+            prop_assert_eq!(s.current_bytes, 0);
+            prop_assert_eq!(s.current_count, 0);
+            prop_assert!(s.peak_bytes as u64 <= s.total_bytes);
+            drop(stats);
+            prop_assert!(tracking.report().is_empty(), "pool returned everything upstream");
+        }
+
+        #[test]
+        fn arena_random_sequences(ops in ops()) {
+            let stats = Arc::new(StatsResource::new(system()));
+            let arena = ArenaResource::new(stats.clone());
+            run(&arena, &ops);
+            arena.flush_thread_cache();
+            prop_assert_eq!(stats.statistics().current_bytes, 0);
+        }
+    }
+
+    #[test]
+    fn eight_threads_lose_no_block() {
+        let tracking = Arc::new(TrackingResource::new(system(), false));
+        let pool = Arc::new(PoolResource::new(tracking.clone(), PoolConfig::default()));
+        let arena = Arc::new(ArenaResource::new(pool.clone()));
+        let stats = Arc::new(StatsResource::new(arena.clone()));
+        std::thread::scope(|scope| {
+            for t in 0..8u8 {
+                let stats = stats.clone();
+                let arena = arena.clone();
+                scope.spawn(move || {
+                    let mut live = Vec::new();
+                    let mut seed = t as usize + 1;
+                    for i in 0..4000usize {
+                        seed = seed
+                            .wrapping_mul(6364136223846793005)
+                            .wrapping_add(1442695040888963407);
+                        let bytes = [16, 300, 5000, 70_000, 300_000][(seed >> 33) % 5] + i % 7;
+                        live.push(Block::new(&*stats, bytes, 64, t));
+                        if live.len() > 32 || (seed >> 40).is_multiple_of(3) {
+                            let at = (seed >> 20) % live.len();
+                            live.swap_remove(at).free(&*stats);
+                        }
+                    }
+                    for b in live {
+                        b.free(&*stats);
+                    }
+                    arena.flush_thread_cache();
+                });
+            }
+        });
+        assert_eq!(stats.statistics().current_count, 0);
+        assert_eq!(pool.usage().in_use, 0);
+        pool.release();
+        assert!(tracking.report().is_empty());
+    }
+}

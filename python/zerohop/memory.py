@@ -1,0 +1,123 @@
+"""One memory pool for every framework: resource stacks, the current host resource,
+statistics, leak reports, and NumPy's allocator hook.
+
+    import zerohop.memory as zm
+    pool = zm.Stats(zm.Pool(zm.System(), initial=64 << 20, maximum=1 << 30))
+    zm.set_current(pool)            # zerohop allocations now come from the pool
+    with zm.use_for_numpy(pool):    # ... and so do NumPy's
+        a = np.ones(1_000_000)
+    print(zm.stats())
+
+Resources compose by wrapping: each adaptor takes the resource it draws from.
+"""
+
+from ._zerohop import OutOfMemoryError
+from ._zerohop import memory as _m
+
+Resource = _m.Resource
+
+__all__ = [
+    "Arena", "Limit", "Log", "OutOfMemoryError", "Pool", "Resource", "Stats", "System",
+    "Tracking", "get_current", "leaks", "reset_current", "set_current", "stats",
+    "use_for_numpy", "C_MALLOC_SYMBOL", "C_FREE_SYMBOL", "library_path",
+]
+
+#: C symbols exported by the extension, with the signatures torch's CUDAPluggableAllocator
+#: expects: ``void* zerohop_malloc(ssize_t, int device, cudaStream_t)`` and
+#: ``void zerohop_free(void*, ssize_t, int device, cudaStream_t)``; device -1 is the host.
+C_MALLOC_SYMBOL = "zerohop_malloc"
+C_FREE_SYMBOL = "zerohop_free"
+
+
+def library_path():
+    """Path of the shared library that exports the C allocator symbols."""
+    from . import _zerohop
+
+    return _zerohop.__file__
+
+
+def System():
+    """Aligned host memory from the system allocator."""
+    return _m.system()
+
+
+def Pool(upstream=None, *, initial=0, maximum=None):
+    """Chunks from `upstream` carved into reusable blocks (coalescing best fit, size classes)."""
+    return _m.pool(upstream if upstream is not None else System(), initial, maximum)
+
+
+def Arena(upstream=None, *, cached_per_class=64):
+    """Per-thread caches of small blocks in front of `upstream` (usually a Pool)."""
+    return _m.arena(upstream if upstream is not None else Pool(), cached_per_class)
+
+
+def Limit(upstream, nbytes):
+    """Refuses allocations beyond `nbytes` outstanding with OutOfMemoryError (a MemoryError)."""
+    return _m.limit(upstream, int(nbytes))
+
+
+def Stats(upstream):
+    """Counts current/peak/total bytes and allocations, and a size histogram."""
+    return _m.stats(upstream)
+
+
+def Tracking(upstream, *, backtraces=False):
+    """Remembers every live allocation (with a backtrace if asked) for leak reports."""
+    return _m.tracking(upstream, backtraces)
+
+
+def Log(upstream, path):
+    """Writes one CSV row per allocation and free: time_us,thread,action,pointer,size,stream."""
+    return _m.log(upstream, str(path))
+
+
+set_current = _m.set_current
+get_current = _m.get_current
+reset_current = _m.reset_current
+
+
+def _find(resource, method):
+    chain = resource if resource is not None else get_current()
+    while chain is not None:
+        try:
+            return getattr(chain, method)()
+        except TypeError:
+            chain = chain.upstream
+    raise TypeError(
+        f"no resource in {resource if resource is not None else get_current()!r} supports "
+        f"{method}(); wrap the stack in zerohop.memory.{'Stats' if method == 'stats' else 'Tracking'}"
+    )
+
+
+def stats(resource=None):
+    """Statistics of the nearest Stats adaptor in `resource`'s stack (default: the current one)."""
+    return _find(resource, "stats")
+
+
+def leaks(resource=None):
+    """Outstanding allocations of the nearest Tracking adaptor in the stack."""
+    return _find(resource, "leaks")
+
+
+class use_for_numpy:
+    """Makes NumPy allocate array data from `resource` (default: the current resource).
+
+    Use it as a context manager, or call it and keep the handle to `.restore()` later. Arrays
+    made while it was active keep using the resource until they die, after restoring too.
+    """
+
+    def __init__(self, resource=None):
+        self.resource = resource if resource is not None else get_current()
+        self._previous = _m.install_numpy_handler(self.resource)
+
+    def restore(self):
+        if self._previous is not None:
+            _m.restore_numpy_handler(self._previous)
+            self._previous = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.restore()
+        return False

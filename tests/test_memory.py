@@ -1,0 +1,201 @@
+"""zerohop.memory from Python: stacks, the current resource, limits, leaks, logs, NumPy."""
+
+import csv
+import ctypes
+import gc
+import threading
+
+import numpy as np
+import pytest
+
+import zerohop
+import zerohop.memory as zm
+
+
+@pytest.fixture(autouse=True)
+def restore_default_resource():
+    yield
+    zm.reset_current()
+
+
+def test_a_stack_reports_what_passes_through_it():
+    pool = zm.Pool(zm.System(), initial=1 << 20)
+    top = zm.Stats(pool)
+    zm.set_current(top)
+    assert zm.get_current() is top
+    t = zerohop.zeros((1000,), "float64")
+    s = zm.stats()
+    assert s["current_bytes"] == 8000 and s["current_count"] == 1
+    assert pool.usage()["in_use"] >= 8000
+    assert t.data_ptr % 128 == 0
+    del t
+    gc.collect()
+    s = zm.stats()
+    assert s["current_bytes"] == 0 and s["total_count"] == 1 and s["peak_bytes"] == 8000
+    assert dict(s["histogram"]) == {8192: 1}
+    assert repr(top) == "Stats(Pool(System()))"
+    reserved = pool.usage()["reserved"]
+    assert reserved >= 1 << 20
+    assert pool.release() == reserved
+
+
+def test_pool_release_gives_idle_chunks_back():
+    pool = zm.Pool(zm.System())
+    addrs = [pool.allocate(300_000) for _ in range(3)]
+    assert pool.usage()["chunks"] >= 1
+    for a in addrs:
+        pool.deallocate(a, 300_000)
+    reserved = pool.usage()["reserved"]
+    assert pool.release() == reserved
+    assert pool.usage() == {"reserved": 0, "in_use": 0, "chunks": 0, "free_blocks": 0}
+
+
+def test_limit_raises_memory_error_with_the_numbers():
+    zm.set_current(zm.Limit(zm.System(), 10_000))
+    held = zerohop.zeros((1000,), "float64")
+    with pytest.raises(MemoryError) as info:
+        zerohop.zeros((1000,), "float64")
+    err = info.value
+    assert isinstance(err, zm.OutOfMemoryError)
+    assert (err.requested, err.in_use, err.limit) == (8000, 8000, 10_000)
+    assert "8000" in str(err) and "10000" in str(err)
+    del held
+    gc.collect()
+    zerohop.zeros((1000,), "float64")  # room again
+
+
+def test_tracking_reports_a_planted_leak_with_its_backtrace():
+    tracker = zm.Tracking(zm.System(), backtraces=True)
+
+    def plant_leak():
+        return tracker.allocate(4096)
+
+    leaked = plant_leak()
+    freed = tracker.allocate(64)
+    tracker.deallocate(freed, 64)
+    leaks = zm.leaks(tracker)
+    assert [(l["address"], l["bytes"]) for l in leaks] == [(leaked, 4096)]
+    assert "allocate" in leaks[0]["backtrace"], "the backtrace shows where it was made"
+    assert "1 allocation(s) outstanding, 4096 bytes" in tracker.report()
+    tracker.deallocate(leaked, 4096)
+    assert zm.leaks(tracker) == [] and tracker.report() == ""
+
+
+def test_log_is_csv_that_parses(tmp_path):
+    path = tmp_path / "alloc.csv"
+    logged = zm.Log(zm.System(), path)
+    a = logged.allocate(123)
+    logged.deallocate(a, 123)
+    logged.flush()
+    rows = list(csv.DictReader(path.open()))
+    assert [r["action"] for r in rows] == ["allocate", "free"]
+    assert all(int(r["pointer"], 16) == a and r["size"] == "123" for r in rows)
+    assert all(int(r["time_us"]) >= 0 for r in rows)
+    with pytest.raises(ValueError, match="log path"):
+        zm.Log(zm.System(), tmp_path / "missing" / "dir" / "x.csv")
+
+
+def test_stats_and_leaks_say_what_to_wrap_when_missing():
+    zm.set_current(zm.Pool(zm.System()))
+    with pytest.raises(TypeError, match="Stats"):
+        zm.stats()
+    with pytest.raises(TypeError, match="Tracking"):
+        zm.leaks()
+
+
+def test_bad_arguments_are_clear():
+    with pytest.raises(ValueError, match="maximum"):
+        zm.Pool(zm.System(), initial=100, maximum=10)
+    with pytest.raises(TypeError):
+        zm.Pool("not a resource")
+    with pytest.raises(MemoryError, match="pool maximum"):
+        zm.Pool(zm.System(), maximum=1 << 20).allocate(2 << 20)
+
+
+def test_numpy_arrays_allocate_from_the_pool_and_outlive_the_hook():
+    top = zm.Stats(zm.Pool(zm.System()))
+    with zm.use_for_numpy(top):
+        a = np.ones(100_000)
+        b = np.zeros((10, 10), np.int32)
+        c = np.empty(0)
+        grown = np.resize(np.arange(10.0), 50_000)
+    s = top.stats()
+    assert s["current_count"] >= 3
+    assert s["current_bytes"] >= 800_000 + 400
+    assert a.ctypes.data % 128 == 0
+    assert a.sum() == 100_000 and b.sum() == 0 and c.size == 0 and grown[-1] == 9.0
+    after = np.ones(10)  # allocated by NumPy's default handler again
+    assert top.stats()["current_count"] == s["current_count"]
+    del a, b, c, grown, after
+    gc.collect()
+    assert top.stats()["current_bytes"] == 0
+
+
+def test_numpy_hook_can_be_restored_by_hand_and_reports_its_name():
+    handle = zm.use_for_numpy(zm.System())
+    names = []
+    try:
+        from numpy._core.multiarray import get_handler_name
+    except ImportError:  # NumPy 1.x
+        from numpy.core.multiarray import get_handler_name
+    names.append(get_handler_name())
+    handle.restore()
+    handle.restore()  # idempotent
+    names.append(get_handler_name())
+    assert names == ["zerohop", "default_allocator"]
+
+
+def test_c_allocator_symbols_serve_the_current_host_resource():
+    top = zm.Stats(zm.Pool(zm.System()))
+    zm.set_current(top)
+    lib = ctypes.CDLL(zm.library_path())
+    malloc = getattr(lib, zm.C_MALLOC_SYMBOL)
+    malloc.restype = ctypes.c_void_p
+    malloc.argtypes = [ctypes.c_ssize_t, ctypes.c_int, ctypes.c_void_p]
+    free = getattr(lib, zm.C_FREE_SYMBOL)
+    free.restype = None
+    free.argtypes = [ctypes.c_void_p, ctypes.c_ssize_t, ctypes.c_int, ctypes.c_void_p]
+    p = malloc(1 << 16, -1, None)
+    assert p and p % 256 == 0
+    ctypes.memset(p, 7, 1 << 16)
+    assert top.stats()["current_bytes"] == 1 << 16
+    free(p, 1 << 16, -1, None)
+    assert top.stats()["current_bytes"] == 0
+    assert malloc(-5, -1, None) is None, "negative sizes are refused, not wrapped"
+    assert malloc(64, 3, None) is None, "no resource serves cuda:3 here"
+    free(None, 0, -1, None)  # freeing NULL is a no-op
+
+
+def test_many_threads_share_one_pool_without_losing_blocks():
+    tracker = zm.Tracking(zm.System())
+    pool = zm.Pool(tracker)
+    arena = zm.Arena(pool)
+    top = zm.Stats(arena)
+    zm.set_current(top)
+    errors = []
+
+    def work(seed):
+        try:
+            rng = np.random.default_rng(seed)
+            live = []
+            for _ in range(300):
+                live.append(zerohop.zeros((int(rng.integers(1, 20_000)),), "uint8"))
+                if len(live) > 10:
+                    live.pop(int(rng.integers(0, len(live))))
+            live.clear()
+            arena.release()  # flush this thread's cache
+        except Exception as e:  # pragma: no cover - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    gc.collect()
+    assert not errors
+    assert top.stats()["current_count"] == 0
+    assert pool.usage()["in_use"] == 0
+    zm.reset_current()
+    pool.release()
+    assert tracker.leaks() == []

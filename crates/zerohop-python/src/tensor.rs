@@ -42,6 +42,23 @@ fn typestr(dtype: DType) -> Option<String> {
     Some(format!("{order}{kind}{bytes}"))
 }
 
+/// Reads an optional `(int, int)` argument. Hand-rolled because this sits on the hot path of
+/// every `__dlpack__` call and generic tuple extraction costs more than the export itself.
+fn int_pair(value: Option<&Bound<'_, PyAny>>, name: &str) -> PyResult<Option<(i64, i64)>> {
+    let Some(value) = value else { return Ok(None) };
+    if value.is_none() {
+        return Ok(None);
+    }
+    let bad = || PyTypeError::new_err(format!("{name} must be a tuple of two ints or None"));
+    let tuple = value.cast::<PyTuple>().map_err(|_| bad())?;
+    if tuple.len() != 2 {
+        return Err(bad());
+    }
+    let first: i64 = tuple.get_item(0)?.extract().map_err(|_| bad())?;
+    let second: i64 = tuple.get_item(1)?.extract().map_err(|_| bad())?;
+    Ok(Some((first, second)))
+}
+
 fn check_stream_for(device: Device, stream: Option<&Bound<'_, PyAny>>) -> PyResult<()> {
     let Some(stream) = stream else { return Ok(()) };
     let value: i64 = stream
@@ -74,14 +91,16 @@ impl PyTensor {
         &self,
         py: Python<'py>,
         stream: Option<Bound<'py, PyAny>>,
-        max_version: Option<(u32, u32)>,
-        dl_device: Option<(i32, i32)>,
+        max_version: Option<Bound<'py, PyAny>>,
+        dl_device: Option<Bound<'py, PyAny>>,
         copy: Option<bool>,
     ) -> PyResult<Bound<'py, PyAny>> {
         let device = self.view.device();
         check_stream_for(device, stream.as_ref())?;
+        let max_version = int_pair(max_version.as_ref(), "max_version")?;
+        let dl_device = int_pair(dl_device.as_ref(), "dl_device")?;
         if let Some((kind, id)) = dl_device {
-            let same = kind == device.kind as i32 && id == device.id;
+            let same = kind == device.kind as i64 && id == i64::from(device.id);
             if !same {
                 return Err(PyBufferError::new_err(format!(
                     "cannot export {device} data to DLPack device ({kind}, {id}): \

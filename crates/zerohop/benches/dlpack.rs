@@ -41,5 +41,15 @@ fn bench_dlpack(c: &mut Criterion) {
     }
 }
 
-criterion_group!(benches, bench_dlpack);
+fn config() -> Criterion {
+    Criterion::default()
+        .warm_up_time(std::time::Duration::from_millis(500))
+        .measurement_time(std::time::Duration::from_secs(2))
+}
+
+criterion_group! {
+    name = benches;
+    config = config();
+    targets = bench_dlpack
+}
 criterion_main!(benches);

@@ -6,13 +6,15 @@ use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use super::pool::{block_size, POOL_ALIGNMENT, SMALL_CLASSES};
+use super::pool::{block_size, CLASS_COUNT, CLASS_SIZES, POOL_ALIGNMENT};
 use super::{MemoryResource, Stream};
 use crate::device::Device;
 use crate::error::{Error, Result};
 
 /// Blocks each thread keeps per size class before handing frees back upstream.
 pub const DEFAULT_CACHED_PER_CLASS: usize = 64;
+/// Large classes keep fewer blocks: at most this many bytes per class per thread.
+const CACHED_BYTES_PER_CLASS: usize = 8 << 20;
 
 #[derive(Debug)]
 pub struct ArenaResource {
@@ -26,13 +28,13 @@ pub struct ArenaResource {
 struct ThreadCache {
     arena: u64,
     upstream: Arc<dyn MemoryResource>,
-    classes: [Vec<usize>; SMALL_CLASSES],
+    classes: [Vec<usize>; CLASS_COUNT],
 }
 
 impl Drop for ThreadCache {
     fn drop(&mut self) {
         for (class, blocks) in self.classes.iter_mut().enumerate() {
-            let size = POOL_ALIGNMENT << class;
+            let size = CLASS_SIZES[class];
             for addr in blocks.drain(..) {
                 // SAFETY: cached blocks came from `upstream.allocate(size, POOL_ALIGNMENT)`
                 // and are not in use while cached.
@@ -90,7 +92,7 @@ impl ArenaResource {
                         caches.push(ThreadCache {
                             arena: self.id,
                             upstream: self.upstream.clone(),
-                            classes: Default::default(),
+                            classes: std::array::from_fn(|_| Vec::new()),
                         });
                         caches.len() - 1
                     }
@@ -132,7 +134,9 @@ impl MemoryResource for ArenaResource {
             _ => return unsafe { self.upstream.deallocate(ptr, bytes, align, stream) },
         };
         let addr = ptr.as_ptr().expose_provenance();
-        let limit = self.cached_per_class;
+        let limit = self
+            .cached_per_class
+            .min((CACHED_BYTES_PER_CLASS / size).max(1));
         let kept = self
             .with_cache(|cache| {
                 let list = &mut cache.classes[class];

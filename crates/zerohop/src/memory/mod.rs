@@ -23,7 +23,10 @@ pub use arena::{ArenaResource, DEFAULT_CACHED_PER_CLASS};
 pub use failure::{FailureCallback, FailureCallbackResource};
 pub use limit::LimitResource;
 pub use log::{LogResource, LOG_HEADER};
-pub use pool::{block_size, PoolConfig, PoolResource, PoolUsage, POOL_ALIGNMENT, SMALL_MAX};
+pub use pool::{
+    block_size, PoolConfig, PoolResource, PoolUsage, CLASS_COUNT, CLASS_MAX, CLASS_SIZES,
+    POOL_ALIGNMENT,
+};
 pub use registry::{current_resource, reset_current_resource, set_current_resource};
 pub use stats::{size_bucket, Statistics, StatsResource, HISTOGRAM_BUCKETS};
 pub use system::SystemResource;

@@ -1,9 +1,10 @@
 //! `Pool`: large chunks from an upstream resource, carved into blocks and reused.
 //!
-//! Small requests (≤ 64 KiB) are rounded to a power-of-two size class and recycled through
-//! per-class free lists: O(1) in the common case. Larger ones use coalescing best fit over
-//! the chunks: a freed block merges with free neighbours (never across chunks, so whole
-//! chunks can go back upstream on `release`).
+//! Requests up to 4 MiB are rounded to a size class (at most 25 % larger) and recycled
+//! through per-class free lists: O(1) in the common case. Larger ones use coalescing best
+//! fit over the chunks: a freed block merges with free neighbours (never across chunks, so
+//! whole chunks can go back upstream on `release`). Class blocks are carved by best fit too
+//! and return to the coalescing ranges on `release` or when the pool would otherwise fail.
 //!
 //! This host pool ignores streams: host memory has no stream order. Device pools built on
 //! the same trait add event-ordered reuse across streams.
@@ -18,21 +19,46 @@ use crate::error::{Error, Result};
 
 /// Every block the pool hands out is aligned to this (a CUDA-friendly granule).
 pub const POOL_ALIGNMENT: usize = 256;
-/// Size classes 256 B, 512 B, …, 64 KiB.
-pub const SMALL_CLASSES: usize = 9;
-pub const SMALL_MAX: usize = POOL_ALIGNMENT << (SMALL_CLASSES - 1);
+/// Requests up to this size are served from size classes; larger ones by best fit.
+pub const CLASS_MAX: usize = 4 << 20;
+/// Size classes: 256, 512, 768, 1024 B, then four per octave (1.25, 1.5, 1.75, 2 × 2^k)
+/// up to [`CLASS_MAX`], so a block wastes at most a quarter of its size.
+pub const CLASS_COUNT: usize = 52;
 const DEFAULT_GROWTH: usize = 1 << 20;
 
-/// The block size a request of `bytes` occupies, and its small size class if any.
+/// The byte size of each class.
+pub const CLASS_SIZES: [usize; CLASS_COUNT] = {
+    let mut sizes = [0usize; CLASS_COUNT];
+    let mut class = 0;
+    while class < CLASS_COUNT {
+        sizes[class] = if class < 4 {
+            (class + 1) * POOL_ALIGNMENT
+        } else {
+            let octave = 1usize << (10 + (class - 4) / 4);
+            octave + ((class - 4) % 4 + 1) * (octave / 4)
+        };
+        class += 1;
+    }
+    sizes
+};
+
+const _: () = assert!(CLASS_SIZES[CLASS_COUNT - 1] == CLASS_MAX);
+
+/// The block size a request of `bytes` occupies, and its size class if any.
 pub fn block_size(bytes: usize) -> Option<(usize, Option<usize>)> {
     let rounded = bytes.max(1).checked_next_multiple_of(POOL_ALIGNMENT)?;
-    if rounded <= SMALL_MAX {
-        let class_size = rounded.next_power_of_two();
-        let class = (class_size / POOL_ALIGNMENT).trailing_zeros() as usize;
-        Some((class_size, Some(class)))
-    } else {
-        Some((rounded, None))
+    if rounded <= 1024 {
+        return Some((rounded, Some(rounded / POOL_ALIGNMENT - 1)));
     }
+    if rounded > CLASS_MAX {
+        return Some((rounded, None));
+    }
+    // `rounded` lies in (2^k, 2^(k+1)]; classes split that octave into quarters.
+    let k = (usize::BITS - 1 - (rounded - 1).leading_zeros()) as usize;
+    let step = 1usize << (k - 2);
+    let size = rounded.next_multiple_of(step);
+    let quarter = (size - (1 << k)) / step;
+    Some((size, Some(4 + (k - 10) * 4 + quarter - 1)))
 }
 
 /// How a pool is sized.
@@ -56,15 +82,27 @@ pub struct PoolUsage {
     pub free_blocks: usize,
 }
 
-#[derive(Default)]
 struct PoolState {
     /// Upstream allocations: start → size.
     chunks: BTreeMap<usize, usize>,
     free_by_size: BTreeSet<(usize, usize)>,
     free_by_addr: BTreeMap<usize, usize>,
-    small: [Vec<usize>; SMALL_CLASSES],
+    small: [Vec<usize>; CLASS_COUNT],
     reserved: usize,
     in_use: usize,
+}
+
+impl Default for PoolState {
+    fn default() -> Self {
+        PoolState {
+            chunks: BTreeMap::new(),
+            free_by_size: BTreeSet::new(),
+            free_by_addr: BTreeMap::new(),
+            small: std::array::from_fn(|_| Vec::new()),
+            reserved: 0,
+            in_use: 0,
+        }
+    }
 }
 
 impl PoolState {
@@ -86,6 +124,15 @@ impl PoolState {
     fn remove_range(&mut self, addr: usize, size: usize) {
         self.free_by_size.remove(&(size, addr));
         self.free_by_addr.remove(&addr);
+    }
+
+    /// Moves every cached class block back into the coalescing free ranges.
+    fn unclass(&mut self) {
+        for (class, &size) in CLASS_SIZES.iter().enumerate() {
+            for addr in std::mem::take(&mut self.small[class]) {
+                self.free_range(addr, size);
+            }
+        }
     }
 
     /// Returns a block to the free ranges, merging with neighbours inside its chunk.
@@ -202,12 +249,7 @@ impl PoolResource {
     /// Gives fully free chunks back to upstream; returns the bytes released.
     pub fn release(&self) -> usize {
         let mut state = self.state();
-        for class in 0..SMALL_CLASSES {
-            let size = POOL_ALIGNMENT << class;
-            for addr in std::mem::take(&mut state.small[class]) {
-                state.free_range(addr, size);
-            }
-        }
+        state.unclass();
         let idle: Vec<(usize, usize)> = state
             .chunks
             .iter()
@@ -251,12 +293,16 @@ impl MemoryResource for PoolResource {
         }
         let addr = match state.take_best_fit(size) {
             Some(addr) => addr,
-            None => {
-                self.grow(&mut state, size)?;
-                state
+            None => match self.grow(&mut state, size) {
+                Ok(()) => state
                     .take_best_fit(size)
-                    .expect("a chunk of at least `size` bytes was just added")
-            }
+                    .expect("a chunk of at least `size` bytes was just added"),
+                Err(err) => {
+                    // Before failing, merge cached class blocks: together they may fit.
+                    state.unclass();
+                    state.take_best_fit(size).ok_or(err)?
+                }
+            },
         };
         state.in_use += size;
         Ok(to_ptr(addr))

@@ -74,24 +74,52 @@ fn block_sizes_round_to_classes_and_granules() {
     assert_eq!(block_size(1), Some((256, Some(0))));
     assert_eq!(block_size(256), Some((256, Some(0))));
     assert_eq!(block_size(257), Some((512, Some(1))));
-    assert_eq!(block_size(SMALL_MAX), Some((SMALL_MAX, Some(8))));
-    assert_eq!(block_size(SMALL_MAX + 1), Some((SMALL_MAX + 256, None)));
+    assert_eq!(block_size(1000), Some((1024, Some(3))));
+    assert_eq!(block_size(1025), Some((1280, Some(4))));
+    assert_eq!(block_size(2048), Some((2048, Some(7))));
+    assert_eq!(block_size(2049), Some((2560, Some(8))));
+    assert_eq!(
+        block_size(CLASS_MAX),
+        Some((CLASS_MAX, Some(CLASS_COUNT - 1)))
+    );
+    assert_eq!(block_size(CLASS_MAX + 1), Some((CLASS_MAX + 256, None)));
     assert_eq!(block_size(usize::MAX), None);
 }
 
 #[test]
+fn every_request_fits_its_class_with_at_most_a_quarter_wasted() {
+    let mut previous = 0;
+    for (class, &size) in CLASS_SIZES.iter().enumerate() {
+        assert!(size > previous && size % POOL_ALIGNMENT == 0);
+        assert_eq!(block_size(size), Some((size, Some(class))));
+        assert_eq!(block_size(previous + 1), Some((size, Some(class))));
+        if previous >= 1024 {
+            assert!(
+                (size - previous - 1) * 4 <= size,
+                "class {class} wastes too much"
+            );
+        }
+        previous = size;
+    }
+}
+
+#[test]
 fn pool_reuses_freed_blocks() {
-    let pool = PoolResource::new(system(), PoolConfig::default());
+    let config = PoolConfig {
+        initial: 16 << 20,
+        maximum: None,
+    };
+    let pool = PoolResource::new(system(), config);
     let a = Block::new(&pool, 100, 64, 1);
     let addr = a.ptr;
     a.free(&pool);
     let b = Block::new(&pool, 200, 64, 2);
     assert_eq!(b.ptr, addr, "a freed small block is handed out again");
     b.free(&pool);
-    let big = Block::new(&pool, 300_000, 128, 3);
+    let big = Block::new(&pool, 5_000_000, 128, 3);
     let big_addr = big.ptr;
     big.free(&pool);
-    let again = Block::new(&pool, 250_000, 128, 4);
+    let again = Block::new(&pool, 4_500_000, 128, 4);
     assert_eq!(again.ptr, big_addr, "best fit reuses the freed large block");
     again.free(&pool);
     assert_eq!(pool.usage().in_use, 0);
@@ -100,8 +128,14 @@ fn pool_reuses_freed_blocks() {
 
 #[test]
 fn pool_coalesces_neighbours_and_releases_idle_chunks() {
-    let pool = PoolResource::new(system(), PoolConfig::default());
-    let blocks: Vec<Block> = (0..4).map(|i| Block::new(&pool, 100_000, 256, i)).collect();
+    let config = PoolConfig {
+        initial: 32 << 20,
+        maximum: None,
+    };
+    let pool = PoolResource::new(system(), config);
+    let blocks: Vec<Block> = (0..4)
+        .map(|i| Block::new(&pool, 5_000_000, 256, i))
+        .collect();
     let first = blocks[0].ptr;
     // Free in an order that needs merging on both sides.
     let mut blocks = blocks.into_iter().map(Some).collect::<Vec<_>>();
@@ -114,7 +148,7 @@ fn pool_coalesces_neighbours_and_releases_idle_chunks() {
         usage.free_blocks, 1,
         "all four blocks merged with the chunk's tail"
     );
-    let whole = Block::new(&pool, 400_000, 256, 9);
+    let whole = Block::new(&pool, 20_000_000, 256, 9);
     assert_eq!(whole.ptr, first);
     whole.free(&pool);
     assert_eq!(pool.release(), usage.reserved);
@@ -127,15 +161,19 @@ fn pool_maximum_is_a_clear_error() {
         system(),
         PoolConfig {
             initial: 0,
-            maximum: Some(1 << 20),
+            maximum: Some(8 << 20),
         },
     );
-    let held = Block::new(&pool, 600_000, 256, 1);
-    let err = pool.allocate(600_000, 256, Stream::HOST).unwrap_err();
+    let held = Block::new(&pool, 5 << 20, 256, 1);
+    let err = pool.allocate(5 << 20, 256, Stream::HOST).unwrap_err();
     assert!(matches!(err, Error::OutOfMemory { .. }));
-    assert!(err.to_string().contains("pool maximum 1048576"), "{err}");
+    assert!(err.to_string().contains("pool maximum 8388608"), "{err}");
     held.free(&pool);
-    Block::new(&pool, 600_000, 256, 2).free(&pool);
+    Block::new(&pool, 5 << 20, 256, 2).free(&pool);
+    // Cached class blocks are merged back before the pool gives up.
+    let small: Vec<Block> = (0..7).map(|i| Block::new(&pool, 1 << 20, 256, i)).collect();
+    small.into_iter().for_each(|b| b.free(&pool));
+    Block::new(&pool, 5 << 20, 256, 3).free(&pool);
 }
 
 #[test]
@@ -292,7 +330,7 @@ fn arena_caches_per_thread_and_flushes_upstream() {
     again.free(&arena);
     arena.flush_thread_cache();
     assert_eq!(stats.statistics().current_count, 0);
-    let large = Block::new(&arena, 1 << 20, 64, 6);
+    let large = Block::new(&arena, CLASS_MAX + 1, 64, 6);
     large.free(&arena);
     assert_eq!(stats.statistics().current_count, 0);
 }

@@ -10,6 +10,7 @@ pub mod dlpack;
 pub mod dtype;
 pub mod error;
 pub mod memory;
+pub mod soa;
 pub mod tensor;
 
 pub use buffer::{Buffer, Owner};

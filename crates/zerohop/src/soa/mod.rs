@@ -1,0 +1,13 @@
+//! Structure-of-arrays tables (the CMS SoA layout) and tensor maps over them.
+
+mod layout;
+mod schema;
+mod table;
+mod tensormap;
+#[cfg(test)]
+mod tests;
+
+pub use layout::{ColumnLayout, Layout, SOA_DEFAULT_ALIGNMENT};
+pub use schema::{ColumnKind, ColumnSpec, ComponentOrder, Schema, SchemaBuilder};
+pub use table::SoaTable;
+pub use tensormap::{MapOptions, MappedTensor, TensorMap, TensorMapBuilder};

@@ -1,0 +1,188 @@
+//! What a table holds: named columns, each a table scalar, a per-row value, a fixed vector
+//! or a fixed matrix of one dtype.
+
+use std::fmt;
+
+use crate::dtype::DType;
+use crate::error::{Error, Result};
+
+/// How a matrix's R×C components are numbered: component `k` of element (r, c) is
+/// `r*C + c` (row-major) or `c*R + r` (column-major, Eigen's default).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ComponentOrder {
+    RowMajor,
+    ColumnMajor,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ColumnKind {
+    /// One value for the whole table.
+    TableScalar,
+    /// One value per row.
+    Column,
+    /// K values per row, stored as K padded columns.
+    Vector(usize),
+    /// R×C values per row, stored as R·C padded columns in `order`.
+    Matrix {
+        rows: usize,
+        cols: usize,
+        order: ComponentOrder,
+    },
+}
+
+impl ColumnKind {
+    /// Values per row (1 for scalars and plain columns).
+    pub fn components(self) -> usize {
+        match self {
+            ColumnKind::TableScalar | ColumnKind::Column => 1,
+            ColumnKind::Vector(k) => k,
+            ColumnKind::Matrix { rows, cols, .. } => rows * cols,
+        }
+    }
+
+    /// The component index of matrix element (r, c).
+    pub fn component_of(self, r: usize, c: usize) -> usize {
+        match self {
+            ColumnKind::Matrix {
+                rows,
+                cols,
+                order: ComponentOrder::RowMajor,
+            } => {
+                debug_assert!(r < rows && c < cols);
+                r * cols + c
+            }
+            ColumnKind::Matrix {
+                rows,
+                order: ComponentOrder::ColumnMajor,
+                ..
+            } => c * rows + r,
+            ColumnKind::Vector(_) => r,
+            _ => 0,
+        }
+    }
+}
+
+impl fmt::Display for ColumnKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ColumnKind::TableScalar => f.write_str("table scalar"),
+            ColumnKind::Column => f.write_str("column"),
+            ColumnKind::Vector(k) => write!(f, "vector[{k}]"),
+            ColumnKind::Matrix { rows, cols, order } => write!(
+                f,
+                "matrix[{rows}x{cols}, {}]",
+                match order {
+                    ComponentOrder::RowMajor => "row-major",
+                    ComponentOrder::ColumnMajor => "column-major",
+                }
+            ),
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ColumnSpec {
+    pub name: String,
+    pub dtype: DType,
+    pub kind: ColumnKind,
+}
+
+/// An ordered list of uniquely named columns. Build it with the chained methods; each checks
+/// its input, and the first error is reported by [`Schema::build`].
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Schema {
+    columns: Vec<ColumnSpec>,
+}
+
+/// Collects columns; `build` validates them all.
+#[derive(Clone, Debug, Default)]
+pub struct SchemaBuilder {
+    columns: Vec<ColumnSpec>,
+}
+
+impl SchemaBuilder {
+    pub fn scalar(self, name: &str, dtype: DType) -> Self {
+        self.add(name, dtype, ColumnKind::TableScalar)
+    }
+    pub fn column(self, name: &str, dtype: DType) -> Self {
+        self.add(name, dtype, ColumnKind::Column)
+    }
+    pub fn vector(self, name: &str, dtype: DType, len: usize) -> Self {
+        self.add(name, dtype, ColumnKind::Vector(len))
+    }
+    pub fn matrix(
+        self,
+        name: &str,
+        dtype: DType,
+        rows: usize,
+        cols: usize,
+        order: ComponentOrder,
+    ) -> Self {
+        self.add(name, dtype, ColumnKind::Matrix { rows, cols, order })
+    }
+    pub fn add(mut self, name: &str, dtype: DType, kind: ColumnKind) -> Self {
+        self.columns.push(ColumnSpec {
+            name: name.to_owned(),
+            dtype,
+            kind,
+        });
+        self
+    }
+
+    pub fn build(self) -> Result<Schema> {
+        Schema::new(self.columns)
+    }
+}
+
+impl Schema {
+    pub fn builder() -> SchemaBuilder {
+        SchemaBuilder::default()
+    }
+
+    /// Validates names (non-empty, unique), dtypes (whole bytes) and shapes (non-zero).
+    pub fn new(columns: Vec<ColumnSpec>) -> Result<Self> {
+        let bad = |name: &str, reason: String| Error::InvalidArgument {
+            what: format!("column {name:?}"),
+            reason,
+        };
+        for (i, c) in columns.iter().enumerate() {
+            if c.name.is_empty() {
+                return Err(bad("", format!("column {i} has an empty name")));
+            }
+            if columns[..i].iter().any(|o| o.name == c.name) {
+                return Err(bad(&c.name, "the name is used twice".into()));
+            }
+            if !c.dtype.is_byte_addressable() || c.dtype.lanes != 1 {
+                return Err(bad(
+                    &c.name,
+                    format!("{} is not a whole-byte scalar type", c.dtype),
+                ));
+            }
+            if c.kind.components() == 0 {
+                return Err(bad(&c.name, format!("{} has no components", c.kind)));
+            }
+        }
+        Ok(Schema { columns })
+    }
+
+    pub fn columns(&self) -> &[ColumnSpec] {
+        &self.columns
+    }
+
+    pub fn index_of(&self, name: &str) -> Result<usize> {
+        self.columns
+            .iter()
+            .position(|c| c.name == name)
+            .ok_or_else(|| Error::InvalidArgument {
+                what: "column".into(),
+                reason: format!(
+                    "no column named {name:?} (columns: {})",
+                    self.columns
+                        .iter()
+                        .map(|c| c.name.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            })
+    }
+}

@@ -1,0 +1,297 @@
+//! `SoaTable`: one aligned buffer holding every column of a schema, with typed access and
+//! zero-copy row slices.
+
+use std::sync::Arc;
+
+use super::layout::{Layout, SOA_DEFAULT_ALIGNMENT};
+use super::schema::{ColumnKind, Schema};
+use crate::buffer::Buffer;
+use crate::device::Device;
+use crate::dtype::Element;
+use crate::error::{Error, Result};
+use crate::memory::{current_resource, MemoryResource, Stream};
+use crate::tensor::TensorView;
+
+/// A structure-of-arrays table. Cloning shares the memory (it is a view, like `TensorView`).
+#[derive(Clone, Debug)]
+pub struct SoaTable {
+    schema: Arc<Schema>,
+    layout: Arc<Layout>,
+    buffer: Buffer,
+    /// First row of this view within the buffer (row slices share the buffer).
+    first_row: usize,
+    len: usize,
+    readonly: bool,
+}
+
+impl SoaTable {
+    /// A zero-filled table of `rows` rows in host memory from the current host resource,
+    /// aligned to 128 bytes.
+    pub fn new(schema: Schema, rows: usize) -> Result<Self> {
+        let resource = current_resource(Device::CPU).expect("the host always has a resource");
+        Self::with_options(schema, rows, SOA_DEFAULT_ALIGNMENT, resource)
+    }
+
+    /// A table of `rows` rows aligned to `alignment`, allocated from `resource` (zero-filled
+    /// when the memory is host-accessible).
+    pub fn with_options(
+        schema: Schema,
+        rows: usize,
+        alignment: usize,
+        resource: Arc<dyn MemoryResource>,
+    ) -> Result<Self> {
+        let layout = Layout::new(&schema, rows, alignment)?;
+        let buffer = Buffer::allocate(resource, layout.total_bytes, alignment, Stream::HOST)?;
+        if buffer.device().is_host_accessible() {
+            // SAFETY: a fresh buffer of `total_bytes` host bytes nobody else sees yet.
+            unsafe { std::ptr::write_bytes(buffer.as_ptr(), 0, layout.total_bytes) };
+        }
+        Ok(SoaTable {
+            schema: Arc::new(schema),
+            layout: Arc::new(layout),
+            buffer,
+            first_row: 0,
+            len: rows,
+            readonly: false,
+        })
+    }
+
+    pub fn schema(&self) -> &Schema {
+        &self.schema
+    }
+    pub fn layout(&self) -> &Layout {
+        &self.layout
+    }
+    pub fn buffer(&self) -> &Buffer {
+        &self.buffer
+    }
+    pub fn len(&self) -> usize {
+        self.len
+    }
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+    pub fn first_row(&self) -> usize {
+        self.first_row
+    }
+    pub fn device(&self) -> Device {
+        self.buffer.device()
+    }
+    pub fn is_readonly(&self) -> bool {
+        self.readonly
+    }
+
+    /// The same table, refusing writes through it and exporting with DLPack's READ_ONLY flag.
+    pub fn into_readonly(mut self) -> Self {
+        self.readonly = true;
+        self
+    }
+
+    /// The layout printed as a table: offset, size, padding and pitch of every column.
+    pub fn describe(&self) -> String {
+        let mut text = self.layout.to_string();
+        if self.first_row != 0 || self.len != self.layout.rows {
+            text.push_str(&format!(
+                "  view: rows {}..{} (guaranteed alignment {} B)\n",
+                self.first_row,
+                self.first_row + self.len,
+                self.alignment()
+            ));
+        }
+        text
+    }
+
+    /// Address of component `component`, row 0 of this view, of column `index`.
+    pub(crate) fn component_ptr(&self, index: usize, component: usize) -> *mut u8 {
+        let col = self.layout.column(index);
+        let item = col.dtype.itemsize();
+        let row = if col.kind == ColumnKind::TableScalar {
+            0
+        } else {
+            self.first_row
+        };
+        let elements = component * col.pitch + row;
+        // Inside the buffer: the layout reserved `pitch` elements per component.
+        self.buffer
+            .as_ptr()
+            .wrapping_add(col.offset + elements * item)
+    }
+
+    /// The alignment every column start of this view is guaranteed to have. Equal to the
+    /// layout's alignment for the whole table; a row slice starting at a row that breaks it
+    /// is still valid and reports the smaller alignment it really has.
+    pub fn alignment(&self) -> usize {
+        let mut align = self.layout.alignment;
+        for (i, col) in self.layout.columns.iter().enumerate() {
+            if col.kind == ColumnKind::TableScalar {
+                continue;
+            }
+            let addr = self.component_ptr(i, 0) as usize;
+            align = align.min(1 << addr.trailing_zeros().min(63));
+        }
+        align
+    }
+
+    /// Rows `start..end` of this table, sharing its memory.
+    pub fn slice_rows(&self, start: usize, end: usize) -> Result<SoaTable> {
+        if start > end || end > self.len {
+            return Err(Error::InvalidArgument {
+                what: "row range".into(),
+                reason: format!("{start}..{end} is outside a table of {} rows", self.len),
+            });
+        }
+        let mut out = self.clone();
+        out.first_row = self.first_row + start;
+        out.len = end - start;
+        Ok(out)
+    }
+
+    /// A zero-copy tensor of one column: a table scalar is 0-d; a column is (n,); a
+    /// vector[K] is (n, K) with strides (1, pitch); a matrix[R, C] is (n, R, C) with strides
+    /// following its component order.
+    pub fn column_view(&self, name: &str) -> Result<TensorView> {
+        let index = self.schema.index_of(name)?;
+        let col = self.layout.column(index);
+        let n = self.len as i64;
+        let s = col.pitch as i64;
+        let (shape, strides) = match col.kind {
+            ColumnKind::TableScalar => (vec![], vec![]),
+            ColumnKind::Column => (vec![n], vec![1]),
+            ColumnKind::Vector(k) => (vec![n, k as i64], vec![1, s]),
+            ColumnKind::Matrix { rows, cols, .. } => {
+                let (rs, cs) = matrix_strides(col.kind, s);
+                (vec![n, rows as i64, cols as i64], vec![1, rs, cs])
+            }
+        };
+        self.view_of(self.component_ptr(index, 0), col.dtype, shape, strides)
+    }
+
+    pub(crate) fn view_of(
+        &self,
+        data: *mut u8,
+        dtype: crate::dtype::DType,
+        shape: Vec<i64>,
+        strides: Vec<i64>,
+    ) -> Result<TensorView> {
+        // SAFETY: `data`, `shape` and `strides` stay inside this table's buffer (callers build
+        // them from the layout), which the view keeps alive through its owner.
+        unsafe {
+            TensorView::from_raw_parts(
+                data,
+                dtype,
+                shape,
+                strides,
+                self.device(),
+                Arc::new(self.buffer.clone()),
+                self.readonly,
+            )
+        }
+    }
+
+    fn typed_component<T: Element>(&self, name: &str, component: usize) -> Result<(*mut T, usize)> {
+        let index = self.schema.index_of(name)?;
+        let col = self.layout.column(index);
+        if !self.device().is_host_accessible() {
+            return Err(Error::NotHostAccessible {
+                device: self.device(),
+            });
+        }
+        if col.dtype != T::DTYPE {
+            return Err(Error::DTypeMismatch {
+                actual: format!("{} (column {name:?})", col.dtype),
+                requested: T::DTYPE.to_string(),
+            });
+        }
+        if component >= col.kind.components() {
+            return Err(Error::InvalidArgument {
+                what: "component".into(),
+                reason: format!(
+                    "column {name:?} ({}) has {} components, asked for {component}",
+                    col.kind,
+                    col.kind.components()
+                ),
+            });
+        }
+        let len = if col.kind == ColumnKind::TableScalar {
+            1
+        } else {
+            self.len
+        };
+        Ok((self.component_ptr(index, component) as *mut T, len))
+    }
+
+    /// The values of a plain column (or component 0 of any column) for this view's rows.
+    pub fn column<T: Element>(&self, name: &str) -> Result<&[T]> {
+        self.component(name, 0)
+    }
+
+    /// Component `k` of a vector or matrix column: one contiguous value per row.
+    pub fn component<T: Element>(&self, name: &str, k: usize) -> Result<&[T]> {
+        let (ptr, len) = self.typed_component::<T>(name, k)?;
+        // SAFETY: the component holds `len` initialised (zero-filled at allocation) elements of
+        // T, aligned because columns are aligned to at least T's size; the buffer lives as
+        // long as `self`.
+        Ok(unsafe { std::slice::from_raw_parts(ptr, len) })
+    }
+
+    /// Mutable access to a column's values.
+    ///
+    /// Writable tensors exported from this table (through DLPack or a TensorMap) share this
+    /// memory: the caller must not write here while another framework uses them.
+    pub fn column_mut<T: Element>(&mut self, name: &str) -> Result<&mut [T]> {
+        self.component_mut(name, 0)
+    }
+
+    /// Mutable access to component `k`; the same sharing rule as [`SoaTable::column_mut`].
+    pub fn component_mut<T: Element>(&mut self, name: &str, k: usize) -> Result<&mut [T]> {
+        if self.readonly {
+            return Err(Error::ReadOnly(format!(
+                "column {name:?} of a read-only table"
+            )));
+        }
+        let (ptr, len) = self.typed_component::<T>(name, k)?;
+        // SAFETY: as in `component`, plus `&mut self` excludes other Rust access through this
+        // handle; sharing with exported views is the documented contract above.
+        Ok(unsafe { std::slice::from_raw_parts_mut(ptr, len) })
+    }
+
+    /// A table scalar's value.
+    pub fn scalar<T: Element>(&self, name: &str) -> Result<T> {
+        self.expect_scalar(name)?;
+        Ok(self.component::<T>(name, 0)?[0])
+    }
+
+    pub fn set_scalar<T: Element>(&mut self, name: &str, value: T) -> Result<()> {
+        self.expect_scalar(name)?;
+        self.component_mut::<T>(name, 0)?[0] = value;
+        Ok(())
+    }
+
+    fn expect_scalar(&self, name: &str) -> Result<()> {
+        let col = self.layout.column(self.schema.index_of(name)?);
+        if col.kind != ColumnKind::TableScalar {
+            return Err(Error::InvalidArgument {
+                what: "column".into(),
+                reason: format!("{name:?} is a {}, not a table scalar", col.kind),
+            });
+        }
+        Ok(())
+    }
+}
+
+/// (row stride, column stride) in elements of a matrix column's R and C axes, given the
+/// component pitch `s`.
+pub(crate) fn matrix_strides(kind: ColumnKind, s: i64) -> (i64, i64) {
+    match kind {
+        ColumnKind::Matrix {
+            rows,
+            cols,
+            order: super::schema::ComponentOrder::RowMajor,
+        } => {
+            let _ = rows;
+            (cols as i64 * s, s)
+        }
+        ColumnKind::Matrix { rows, .. } => (s, rows as i64 * s),
+        _ => (s, s),
+    }
+}

@@ -1,0 +1,288 @@
+//! `TensorMap`: which columns become which tensor, grouped and ordered, with shapes and
+//! strides computed so every tensor is a view of the table's buffer.
+//!
+//! Shapes follow the CMS PyTorch interface. For a group of k columns with pitch S and a
+//! column step D (elements between the groups' consecutive columns):
+//! * plain columns → (n, k), strides (1, D)
+//! * vectors[R] → (n, k, R), strides (1, D, S); one vector → (n, R)
+//! * matrices[R, C] → (n, k, R, C) in the schema's component order; one matrix → (n, R, C)
+//! * table scalars → (n, k), stride 0 on the row axis (or materialised, on request)
+//!
+//! A group whose columns are not evenly spaced (D constant and positive) cannot be described
+//! by strides: that is an error naming the columns, or a reported copy with `allow_copy`.
+
+use super::schema::ColumnKind;
+use super::table::{matrix_strides, SoaTable};
+use crate::buffer::Buffer;
+use crate::dtype::DType;
+use crate::error::{Error, Result};
+use crate::memory::DEFAULT_ALIGNMENT;
+use crate::tensor::{for_each_offset, TensorView};
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Group {
+    name: String,
+    columns: Vec<String>,
+    materialize_scalars: bool,
+}
+
+/// A validated spec: named groups of columns, in output order.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct TensorMap {
+    groups: Vec<Group>,
+}
+
+/// Builds a [`TensorMap`]; `build` checks names and order.
+#[derive(Clone, Debug, Default)]
+pub struct TensorMapBuilder {
+    groups: Vec<Group>,
+    order: Option<Vec<String>>,
+}
+
+impl TensorMapBuilder {
+    /// One output tensor named `name` made of `columns` (all of one dtype and kind).
+    pub fn tensor<S: AsRef<str>>(mut self, name: &str, columns: &[S]) -> Self {
+        self.groups.push(Group {
+            name: name.to_owned(),
+            columns: columns.iter().map(|c| c.as_ref().to_owned()).collect(),
+            materialize_scalars: false,
+        });
+        self
+    }
+
+    /// Table-scalar groups of `name` become real (n, k) tensors (a reported copy) instead of
+    /// stride-0 broadcasts, for consumers such as JAX that reject stride 0.
+    pub fn materialize(mut self, name: &str) -> Self {
+        for g in self.groups.iter_mut().filter(|g| g.name == name) {
+            g.materialize_scalars = true;
+        }
+        self
+    }
+
+    /// The output order; every tensor must be named exactly once (default: insertion order).
+    pub fn order<S: AsRef<str>>(mut self, names: &[S]) -> Self {
+        self.order = Some(names.iter().map(|n| n.as_ref().to_owned()).collect());
+        self
+    }
+
+    pub fn build(self) -> Result<TensorMap> {
+        let bad = |reason: String| Error::InvalidArgument {
+            what: "tensor map".into(),
+            reason,
+        };
+        for (i, g) in self.groups.iter().enumerate() {
+            if g.name.is_empty() {
+                return Err(bad(format!("tensor {i} has an empty name")));
+            }
+            if g.columns.is_empty() {
+                return Err(bad(format!("tensor {:?} names no columns", g.name)));
+            }
+            if self.groups[..i].iter().any(|o| o.name == g.name) {
+                return Err(bad(format!("tensor {:?} is defined twice", g.name)));
+            }
+        }
+        let mut groups = self.groups;
+        if let Some(order) = self.order {
+            let mut names: Vec<&str> = order.iter().map(String::as_str).collect();
+            names.sort_unstable();
+            let mut defined: Vec<&str> = groups.iter().map(|g| g.name.as_str()).collect();
+            defined.sort_unstable();
+            if names != defined {
+                return Err(bad(format!(
+                    "order {order:?} must name every tensor exactly once ({defined:?})"
+                )));
+            }
+            groups.sort_by_key(|g| order.iter().position(|n| *n == g.name));
+        }
+        Ok(TensorMap { groups })
+    }
+}
+
+/// How a map is applied.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct MapOptions {
+    /// Export read-only views (DLPack READ_ONLY).
+    pub readonly: bool,
+    /// Allow a copy for groups strides cannot describe (the copy is reported).
+    pub allow_copy: bool,
+}
+
+/// One output tensor.
+#[derive(Clone, Debug)]
+pub struct MappedTensor {
+    pub name: String,
+    pub columns: Vec<String>,
+    pub view: TensorView,
+    /// True when the data was copied (non-describable group with `allow_copy`, or
+    /// materialised table scalars); false for a view of the table.
+    pub copied: bool,
+}
+
+impl TensorMap {
+    pub fn builder() -> TensorMapBuilder {
+        TensorMapBuilder::default()
+    }
+
+    pub fn names(&self) -> Vec<&str> {
+        self.groups.iter().map(|g| g.name.as_str()).collect()
+    }
+
+    /// The tensors of `table`, in this map's order.
+    pub fn apply(&self, table: &SoaTable, options: MapOptions) -> Result<Vec<MappedTensor>> {
+        self.groups
+            .iter()
+            .map(|g| map_group(table, g, options))
+            .collect()
+    }
+}
+
+fn map_group(table: &SoaTable, group: &Group, options: MapOptions) -> Result<MappedTensor> {
+    let bad = |reason: String| Error::InvalidArgument {
+        what: format!("tensor {:?} (columns {:?})", group.name, group.columns),
+        reason,
+    };
+    let indices = group
+        .columns
+        .iter()
+        .map(|c| table.schema().index_of(c))
+        .collect::<Result<Vec<_>>>()?;
+    let first = table.layout().column(indices[0]).clone();
+    for &i in &indices[1..] {
+        let col = table.layout().column(i);
+        if col.dtype != first.dtype {
+            return Err(bad(format!(
+                "mixes dtypes: {:?} is {}, {:?} is {}",
+                first.name, first.dtype, col.name, col.dtype
+            )));
+        }
+        if col.kind != first.kind {
+            return Err(bad(format!(
+                "mixes kinds: {:?} is a {}, {:?} is a {}",
+                first.name, first.kind, col.name, col.kind
+            )));
+        }
+    }
+    let k = indices.len() as i64;
+    let n = table.len() as i64;
+    let s = first.pitch as i64;
+    let item = first.dtype.itemsize() as i64;
+    let single = indices.len() == 1;
+    // Element distance between consecutive columns of the group, when constant and positive.
+    let step = if single {
+        Some(s)
+    } else {
+        let offsets: Vec<i64> = indices
+            .iter()
+            .map(|&i| table.layout().column(i).offset as i64 / item)
+            .collect();
+        let d = offsets[1] - offsets[0];
+        (d > 0 && offsets.windows(2).all(|w| w[1] - w[0] == d)).then_some(d)
+    };
+    // Per-row shape and strides of one column of the group.
+    let (inner_shape, inner_strides, row_stride): (Vec<i64>, Vec<i64>, i64) = match first.kind {
+        ColumnKind::TableScalar => (vec![], vec![], 0),
+        ColumnKind::Column => (vec![], vec![], 1),
+        ColumnKind::Vector(r) => (vec![r as i64], vec![s], 1),
+        ColumnKind::Matrix { rows, cols, .. } => {
+            let (rs, cs) = matrix_strides(first.kind, s);
+            (vec![rows as i64, cols as i64], vec![rs, cs], 1)
+        }
+    };
+    // Plain columns and scalars keep the k axis even for one column, as CMS does.
+    let keep_k = !single || matches!(first.kind, ColumnKind::Column | ColumnKind::TableScalar);
+    let mut shape = vec![n];
+    let mut strides = vec![row_stride];
+    if keep_k {
+        shape.push(k);
+        strides.push(step.unwrap_or(s));
+    }
+    shape.extend(&inner_shape);
+    strides.extend(&inner_strides);
+
+    let materialize = first.kind == ColumnKind::TableScalar && group.materialize_scalars;
+    if let (Some(_), false) = (step, materialize) {
+        let mut view = table.view_of(
+            table.component_ptr(indices[0], 0),
+            first.dtype,
+            shape,
+            strides,
+        )?;
+        if options.readonly {
+            view = view.into_readonly();
+        }
+        return Ok(MappedTensor {
+            name: group.name.clone(),
+            columns: group.columns.clone(),
+            view,
+            copied: false,
+        });
+    }
+    if !materialize && !options.allow_copy {
+        let offsets: Vec<usize> = indices
+            .iter()
+            .map(|&i| table.layout().column(i).offset)
+            .collect();
+        return Err(bad(format!(
+            "the columns sit at byte offsets {offsets:?}, not evenly spaced in declaration \
+             order, so no strides describe them; declare them next to each other (or at equal \
+             distances) in the schema, or allow a copy (copy=True)"
+        )));
+    }
+    let view = gather(table, &indices, first.dtype, &shape)?;
+    Ok(MappedTensor {
+        name: group.name.clone(),
+        columns: group.columns.clone(),
+        view: if options.readonly {
+            view.into_readonly()
+        } else {
+            view
+        },
+        copied: true,
+    })
+}
+
+/// Copies a group into a fresh compact tensor of `shape` = (n, [k,] inner…).
+fn gather(table: &SoaTable, indices: &[usize], dtype: DType, shape: &[i64]) -> Result<TensorView> {
+    if !table.device().is_host_accessible() {
+        return Err(Error::NotHostAccessible {
+            device: table.device(),
+        });
+    }
+    let item = dtype.itemsize();
+    let numel = crate::tensor::checked_numel(shape)?;
+    let buffer = Buffer::zeroed_host(numel * item, DEFAULT_ALIGNMENT)?;
+    let out = TensorView::from_buffer(buffer, dtype, shape)?;
+    let k = indices.len();
+    let per_row = numel / (table.len().max(1)) / k.max(1);
+    let dst = out.data_ptr();
+    for (j, &index) in indices.iter().enumerate() {
+        let col = table.layout().column(index);
+        let name = &col.name;
+        let src_view = table.column_view(name)?;
+        // The source as (n, inner…): a table scalar repeats for every row (stride 0).
+        let (src_shape, src_strides) = if col.kind == ColumnKind::TableScalar {
+            (vec![table.len() as i64], vec![0])
+        } else {
+            (src_view.shape().to_vec(), src_view.strides().to_vec())
+        };
+        let src = src_view.data_ptr() as *const u8;
+        let mut written = 0usize;
+        for_each_offset(&src_shape, &src_strides, |offset| {
+            let row = written / per_row;
+            let within = written % per_row;
+            let dst_elem = (row * k + j) * per_row + within;
+            // SAFETY: source offsets come from a validated view of the table's buffer; the
+            // destination index is below numel because each column contributes n * per_row
+            // elements to its own k slot.
+            unsafe {
+                std::ptr::copy_nonoverlapping(
+                    src.offset(offset as isize * item as isize),
+                    dst.add(dst_elem * item),
+                    item,
+                );
+            }
+            written += 1;
+        });
+    }
+    Ok(out)
+}

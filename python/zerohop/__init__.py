@@ -7,6 +7,14 @@
 True
 """
 
-from ._zerohop import DLPACK_VERSION, Tensor, __version__, from_dlpack, zeros
+from ._zerohop import DLPACK_VERSION, OutOfMemoryError, Table, Tensor, __version__, from_dlpack, zeros
 
-__all__ = ["DLPACK_VERSION", "Tensor", "__version__", "from_dlpack", "zeros"]
+
+class CopyWarning(UserWarning):
+    """zerohop made a copy because the caller allowed one (copy=True or materialize=...)."""
+
+
+__all__ = [
+    "CopyWarning", "DLPACK_VERSION", "OutOfMemoryError", "Table", "Tensor", "__version__",
+    "from_dlpack", "zeros",
+]

@@ -4,6 +4,7 @@ mod capsule;
 mod errors;
 mod memory;
 mod numpy_hook;
+mod table;
 mod tensor;
 
 use pyo3::exceptions::PyBufferError;
@@ -100,6 +101,7 @@ fn _zerohop(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add("DLPACK_VERSION", (1, 3))?;
     m.add_class::<PyTensor>()?;
+    m.add_class::<table::PyTable>()?;
     m.add_function(wrap_pyfunction!(from_dlpack, m)?)?;
     m.add_function(wrap_pyfunction!(zeros, m)?)?;
     m.add(

@@ -277,6 +277,30 @@ impl TensorView {
         true
     }
 
+    /// Compact up to a permutation of the axes (e.g. a transposed compact tensor): no
+    /// padding, no broadcasting. This is what JAX accepts without a copy.
+    pub fn is_dense(&self) -> bool {
+        if self.numel() == 0 {
+            return true;
+        }
+        let mut axes: Vec<(i64, i64)> = self
+            .shape
+            .iter()
+            .zip(&self.strides)
+            .filter(|(&n, _)| n != 1)
+            .map(|(&n, &s)| (s, n))
+            .collect();
+        axes.sort_unstable();
+        let mut expected = 1i64;
+        for (stride, extent) in axes {
+            if stride != expected {
+                return false;
+            }
+            expected *= extent;
+        }
+        true
+    }
+
     pub fn has_negative_strides(&self) -> bool {
         self.strides
             .iter()
@@ -419,6 +443,49 @@ impl TensorView {
         Ok(out)
     }
 
+    /// Copies `src`'s elements into this view (same dtype and shape, any strides).
+    ///
+    /// # Safety
+    /// Nobody else may read or write this view's elements during the call, and the two
+    /// views must not overlap.
+    pub unsafe fn copy_from(&self, src: &TensorView) -> Result<()> {
+        if self.readonly {
+            return Err(Error::ReadOnly("copy into a read-only tensor".into()));
+        }
+        for t in [self, src] {
+            if !t.device.is_host_accessible() {
+                return Err(Error::NotHostAccessible { device: t.device });
+            }
+        }
+        if self.dtype != src.dtype || self.shape != src.shape {
+            return Err(Error::InvalidArgument {
+                what: "copy source".into(),
+                reason: format!(
+                    "{} {:?} does not match the destination {} {:?}",
+                    src.dtype, src.shape, self.dtype, self.shape
+                ),
+            });
+        }
+        let item = self.dtype.itemsize() as isize;
+        let mut src_offsets = Vec::with_capacity(src.numel());
+        for_each_offset(&src.shape, &src.strides, |o| src_offsets.push(o));
+        let mut next = src_offsets.into_iter();
+        let (dst, from) = (self.data, src.data as *const u8);
+        for_each_offset(&self.shape, &self.strides, |o| {
+            let s = next.next().expect("same shape, same element count");
+            // SAFETY: both offsets lie inside validated layouts; the caller rules out
+            // overlap and concurrent access.
+            unsafe {
+                std::ptr::copy_nonoverlapping(
+                    from.offset(s as isize * item),
+                    dst.offset(o as isize * item),
+                    item as usize,
+                )
+            };
+        });
+        Ok(())
+    }
+
     /// A compact row-major host copy, for consumers that cannot take this layout.
     pub fn contiguous_copy(&self) -> Result<TensorView> {
         if !self.device.is_host_accessible() {
@@ -502,6 +569,16 @@ mod tests {
         assert!(row.as_slice::<i32>().is_ok());
         assert!(t.slice_axis(1, 2, 5, 1).is_err());
         assert!(t.slice_axis(3, 0, 1, 1).is_err());
+    }
+
+    #[test]
+    fn dense_means_compact_up_to_a_permutation() {
+        let t = iota(&[3, 4]);
+        assert!(t.is_dense());
+        assert!(t.transpose(0, 1).unwrap().is_dense());
+        assert!(!t.slice_axis(1, 0, 4, 2).unwrap().is_dense());
+        assert!(!t.flip(0).unwrap().is_dense());
+        assert!(iota(&[0, 5]).is_dense());
     }
 
     #[test]

@@ -41,7 +41,10 @@ impl SoaTable {
         resource: Arc<dyn MemoryResource>,
     ) -> Result<Self> {
         let layout = Layout::new(&schema, rows, alignment)?;
-        let buffer = Buffer::allocate(resource, layout.total_bytes, alignment, Stream::HOST)?;
+        // The buffer itself is always cache-line aligned, even when columns pack tightly
+        // (alignment = element size), so consumers that want aligned starts get them.
+        let base_alignment = alignment.max(crate::memory::DEFAULT_ALIGNMENT);
+        let buffer = Buffer::allocate(resource, layout.total_bytes, base_alignment, Stream::HOST)?;
         if buffer.device().is_host_accessible() {
             // SAFETY: a fresh buffer of `total_bytes` host bytes nobody else sees yet.
             unsafe { std::ptr::write_bytes(buffer.as_ptr(), 0, layout.total_bytes) };

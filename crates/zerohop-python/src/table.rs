@@ -1,0 +1,436 @@
+//! `zerohop.Table`: an SoA table from Python, and its tensor maps handed to frameworks.
+
+use pyo3::exceptions::{PyBufferError, PyKeyError, PyTypeError, PyValueError};
+use pyo3::intern;
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyList, PyString, PyTuple};
+use zerohop::soa::{
+    ColumnKind, ColumnSpec, ComponentOrder, MapOptions, Schema, SoaTable, TensorMap,
+    SOA_DEFAULT_ALIGNMENT,
+};
+use zerohop::{DType, Device, TensorView};
+
+use crate::errors::IntoPyResult;
+use crate::tensor::PyTensor;
+
+/// A structure-of-arrays table: every column (table scalar, per-row column, vector[K],
+/// matrix[R, C]) padded to the alignment in one buffer.
+#[pyclass(name = "Table", module = "zerohop", frozen)]
+pub struct PyTable {
+    table: SoaTable,
+}
+
+fn parse_order(value: &Bound<'_, PyAny>) -> PyResult<ComponentOrder> {
+    match value.extract::<String>()?.as_str() {
+        "row" | "row-major" | "C" => Ok(ComponentOrder::RowMajor),
+        "col" | "column" | "column-major" | "F" => Ok(ComponentOrder::ColumnMajor),
+        other => Err(PyValueError::new_err(format!(
+            "matrix order {other:?} must be 'row' or 'col'"
+        ))),
+    }
+}
+
+/// `shape`: None/"column" → per-row column, "scalar" → table scalar, K → vector, (R, C) →
+/// matrix.
+fn parse_kind(
+    shape: Option<&Bound<'_, PyAny>>,
+    order: Option<&Bound<'_, PyAny>>,
+) -> PyResult<ColumnKind> {
+    let order = order.map(parse_order).transpose()?;
+    let Some(shape) = shape.filter(|s| !s.is_none()) else {
+        return Ok(ColumnKind::Column);
+    };
+    if let Ok(word) = shape.extract::<String>() {
+        return match word.as_str() {
+            "scalar" => Ok(ColumnKind::TableScalar),
+            "column" => Ok(ColumnKind::Column),
+            other => Err(PyValueError::new_err(format!(
+                "column kind {other:?} must be 'scalar', 'column', an int K or a pair (R, C)"
+            ))),
+        };
+    }
+    if let Ok(k) = shape.extract::<usize>() {
+        return Ok(ColumnKind::Vector(k));
+    }
+    if let Ok((rows, cols)) = shape.extract::<(usize, usize)>() {
+        return Ok(ColumnKind::Matrix {
+            rows,
+            cols,
+            order: order.unwrap_or(ComponentOrder::RowMajor),
+        });
+    }
+    Err(PyTypeError::new_err(format!(
+        "column shape {shape} must be 'scalar', an int K or a pair (R, C)"
+    )))
+}
+
+/// Schema items: `(name, dtype)`, `(name, dtype, shape)`, `(name, dtype, (R, C), order)` or a
+/// dict with keys name, dtype, shape, order.
+fn parse_schema(schema: &Bound<'_, PyAny>) -> PyResult<Schema> {
+    let mut columns = Vec::new();
+    for item in schema.try_iter()? {
+        let item = item?;
+        let (name, dtype, shape, order) = if let Ok(d) = item.cast::<PyDict>() {
+            let get = |k: &str| d.get_item(k);
+            (
+                get("name")?.ok_or_else(|| PyKeyError::new_err("schema item needs 'name'"))?,
+                get("dtype")?.ok_or_else(|| PyKeyError::new_err("schema item needs 'dtype'"))?,
+                get("shape")?.or(get("kind")?),
+                get("order")?,
+            )
+        } else if let Ok(t) = item.cast::<PyTuple>() {
+            if !(2..=4).contains(&t.len()) {
+                return Err(PyValueError::new_err(format!(
+                    "schema item {t} must be (name, dtype[, shape[, order]])"
+                )));
+            }
+            (
+                t.get_item(0)?,
+                t.get_item(1)?,
+                t.get_item(2).ok(),
+                t.get_item(3).ok(),
+            )
+        } else {
+            return Err(PyTypeError::new_err(format!(
+                "schema item {item} must be a tuple or a dict"
+            )));
+        };
+        let dtype_name = dtype_name(&dtype)?;
+        columns.push(ColumnSpec {
+            name: name.extract()?,
+            dtype: DType::from_name(&dtype_name).py()?,
+            kind: parse_kind(shape.as_ref(), order.as_ref())?,
+        });
+    }
+    Schema::new(columns).py()
+}
+
+/// Accepts "float32", numpy dtypes and torch dtypes.
+fn dtype_name(dtype: &Bound<'_, PyAny>) -> PyResult<String> {
+    if let Ok(s) = dtype.cast::<PyString>() {
+        return Ok(s.to_string());
+    }
+    let text = dtype.str()?.to_string();
+    Ok(text.trim_start_matches("torch.").to_string())
+}
+
+fn schema_items<'py>(py: Python<'py>, schema: &Schema) -> PyResult<Bound<'py, PyList>> {
+    let list = PyList::empty(py);
+    for c in schema.columns() {
+        let dtype = c.dtype.to_string();
+        let item = match c.kind {
+            ColumnKind::TableScalar => (c.name.as_str(), dtype, "scalar").into_pyobject(py)?,
+            ColumnKind::Column => (c.name.as_str(), dtype).into_pyobject(py)?,
+            ColumnKind::Vector(k) => (c.name.as_str(), dtype, k).into_pyobject(py)?,
+            ColumnKind::Matrix { rows, cols, order } => (
+                c.name.as_str(),
+                dtype,
+                (rows, cols),
+                if order == ComponentOrder::RowMajor {
+                    "row"
+                } else {
+                    "col"
+                },
+            )
+                .into_pyobject(py)?,
+        };
+        list.append(item)?;
+    }
+    Ok(list)
+}
+
+/// Groups from the Python spec forms: {name: [cols]}, [(name, [cols])], or [col, col, …]
+/// (each column its own tensor).
+fn parse_spec(spec: &Bound<'_, PyAny>) -> PyResult<Vec<(String, Vec<String>)>> {
+    let mut groups = Vec::new();
+    if let Ok(d) = spec.cast::<PyDict>() {
+        for (k, v) in d.iter() {
+            groups.push((k.extract()?, columns_of(&v)?));
+        }
+        return Ok(groups);
+    }
+    for item in spec.try_iter()? {
+        let item = item?;
+        if let Ok(name) = item.extract::<String>() {
+            groups.push((name.clone(), vec![name]));
+        } else if let Ok((name, cols)) = item.extract::<(String, Bound<'_, PyAny>)>() {
+            groups.push((name, columns_of(&cols)?));
+        } else {
+            return Err(PyTypeError::new_err(format!(
+                "tensor spec item {item} must be a column name or (tensor_name, [columns])"
+            )));
+        }
+    }
+    Ok(groups)
+}
+
+fn columns_of(value: &Bound<'_, PyAny>) -> PyResult<Vec<String>> {
+    if let Ok(one) = value.extract::<String>() {
+        return Ok(vec![one]);
+    }
+    value.extract()
+}
+
+fn to_framework<'py>(
+    py: Python<'py>,
+    tensor: Bound<'py, PyTensor>,
+    framework: Option<&str>,
+) -> PyResult<Bound<'py, PyAny>> {
+    let dlpack = intern!(py, "from_dlpack");
+    match framework {
+        None | Some("zerohop") => Ok(tensor.into_any()),
+        Some("numpy") => py.import("numpy")?.call_method1(dlpack, (tensor,)),
+        Some("torch") => py.import("torch")?.call_method1(dlpack, (tensor,)),
+        Some("jax") => py.import("jax.numpy")?.call_method1(dlpack, (tensor,)),
+        Some(other) => Err(PyValueError::new_err(format!(
+            "framework {other:?} must be 'torch', 'jax', 'numpy' or None (zerohop tensors)"
+        ))),
+    }
+}
+
+fn warn_copy(py: Python<'_>, what: &str) -> PyResult<()> {
+    let warnings = py.import("warnings")?;
+    let category = py.import("zerohop")?.getattr("CopyWarning")?;
+    warnings.call_method1("warn", (what, category, 2))?;
+    Ok(())
+}
+
+#[pymethods]
+impl PyTable {
+    #[new]
+    #[pyo3(signature = (schema, rows, *, alignment=SOA_DEFAULT_ALIGNMENT, readonly=false))]
+    fn new(
+        schema: &Bound<'_, PyAny>,
+        rows: usize,
+        alignment: usize,
+        readonly: bool,
+    ) -> PyResult<Self> {
+        let schema = parse_schema(schema)?;
+        let resource =
+            zerohop::memory::current_resource(Device::CPU).expect("the host always has a resource");
+        let mut table = SoaTable::with_options(schema, rows, alignment, resource).py()?;
+        if readonly {
+            table = table.into_readonly();
+        }
+        Ok(PyTable { table })
+    }
+
+    /// A table holding copies of `columns` ({name: array} or [(name, array)]), with the
+    /// schema inferred: 0-d → table scalar, (n,) → column, (n, K) → vector, (n, R, C) →
+    /// row-major matrix. Arrays may come from any DLPack producer.
+    #[staticmethod]
+    #[pyo3(signature = (columns, *, alignment=SOA_DEFAULT_ALIGNMENT))]
+    fn from_columns(
+        py: Python<'_>,
+        columns: &Bound<'_, PyAny>,
+        alignment: usize,
+    ) -> PyResult<Self> {
+        let pairs: Vec<(String, Bound<'_, PyAny>)> = if let Ok(d) = columns.cast::<PyDict>() {
+            d.iter()
+                .map(|(k, v)| Ok((k.extract()?, v)))
+                .collect::<PyResult<_>>()?
+        } else {
+            columns.extract()?
+        };
+        let from_dlpack = py.import("zerohop")?.getattr("from_dlpack")?;
+        let mut views: Vec<(String, TensorView)> = Vec::new();
+        let mut rows: Option<i64> = None;
+        let mut specs = Vec::new();
+        for (name, array) in pairs {
+            let tensor = from_dlpack.call1((array,))?;
+            let view = tensor.cast::<PyTensor>()?.get().view.clone();
+            let shape = view.shape().to_vec();
+            let kind = match shape.len() {
+                0 => ColumnKind::TableScalar,
+                1 => ColumnKind::Column,
+                2 => ColumnKind::Vector(shape[1] as usize),
+                3 => ColumnKind::Matrix {
+                    rows: shape[1] as usize,
+                    cols: shape[2] as usize,
+                    order: ComponentOrder::RowMajor,
+                },
+                _ => {
+                    return Err(PyValueError::new_err(format!(
+                        "column {name:?} has shape {shape:?}: 0 to 3 dimensions only"
+                    )))
+                }
+            };
+            if let Some(&n) = shape.first() {
+                match rows {
+                    Some(r) if r != n => {
+                        return Err(PyValueError::new_err(format!(
+                            "column {name:?} has {n} rows, earlier columns have {r}"
+                        )))
+                    }
+                    _ => rows = Some(n),
+                }
+            }
+            specs.push(ColumnSpec {
+                name: name.clone(),
+                dtype: view.dtype(),
+                kind,
+            });
+            views.push((name, view));
+        }
+        let schema = Schema::new(specs).py()?;
+        let resource =
+            zerohop::memory::current_resource(Device::CPU).expect("the host always has a resource");
+        let table =
+            SoaTable::with_options(schema, rows.unwrap_or(0) as usize, alignment, resource).py()?;
+        for (name, src) in &views {
+            let dst = table.column_view(name).py()?;
+            // SAFETY: the table is fresh and private to this call; sources are other memory.
+            unsafe { dst.copy_from(src) }.py()?;
+        }
+        Ok(PyTable { table })
+    }
+
+    /// Zero-copy tensors for `spec`, in spec order: {name: [cols]}, [(name, [cols])] or
+    /// [col, …]. `framework` converts them ("torch", "jax", "numpy"; default zerohop
+    /// tensors). `copy=True` allows (and warns about) copies for groups strides cannot
+    /// describe; `materialize` names table-scalar tensors to expand instead of broadcasting.
+    #[pyo3(signature = (spec, framework=None, *, copy=false, readonly=false, order=None, materialize=None))]
+    #[allow(clippy::too_many_arguments)]
+    fn tensors<'py>(
+        &self,
+        py: Python<'py>,
+        spec: &Bound<'py, PyAny>,
+        framework: Option<&str>,
+        copy: bool,
+        readonly: bool,
+        order: Option<Vec<String>>,
+        materialize: Option<Vec<String>>,
+    ) -> PyResult<Bound<'py, PyList>> {
+        let mut builder = TensorMap::builder();
+        for (name, cols) in parse_spec(spec)? {
+            builder = builder.tensor(&name, &cols);
+        }
+        for name in materialize.unwrap_or_default() {
+            builder = builder.materialize(&name);
+        }
+        if let Some(order) = order {
+            builder = builder.order(&order);
+        }
+        let map = builder.build().py()?;
+        let mapped = map
+            .apply(
+                &self.table,
+                MapOptions {
+                    readonly,
+                    allow_copy: copy,
+                },
+            )
+            .py()?;
+        let out = PyList::empty(py);
+        for mut m in mapped {
+            if framework == Some("jax") && !m.view.is_dense() {
+                // JAX imports only compact (possibly transposed) tensors.
+                if !copy {
+                    return Err(PyBufferError::new_err(format!(
+                        "tensor {:?} has strides {:?} (padded or broadcast), and JAX accepts \
+                         only compact tensors. Options: copy=True (a reported copy); \
+                         materialize=[{:?}] for table scalars; or a table built with \
+                         alignment equal to the element size, whose columns pack tightly",
+                        m.name,
+                        m.view.strides(),
+                        m.name
+                    )));
+                }
+                m.view = m.view.contiguous_copy().py()?;
+                m.copied = true;
+            }
+            if m.copied {
+                warn_copy(
+                    py,
+                    &format!(
+                        "tensor {:?} (columns {:?}) was copied: its columns cannot be described \
+                         by strides, or its table scalars were materialised",
+                        m.name, m.columns
+                    ),
+                )?;
+            }
+            let tensor = Bound::new(py, PyTensor::new(m.view, m.copied))?;
+            out.append(to_framework(py, tensor, framework)?)?;
+        }
+        Ok(out)
+    }
+
+    /// One column as a zero-copy tensor (see `Table.tensors` for groups).
+    #[pyo3(signature = (name, framework=None))]
+    fn column<'py>(
+        &self,
+        py: Python<'py>,
+        name: &str,
+        framework: Option<&str>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let view = self
+            .table
+            .column_view(name)
+            .map_err(|e| PyKeyError::new_err(e.to_string()))?;
+        to_framework(py, Bound::new(py, PyTensor::new(view, false))?, framework)
+    }
+
+    fn __getitem__<'py>(&self, py: Python<'py>, name: &str) -> PyResult<Bound<'py, PyAny>> {
+        self.column(py, name, None)
+    }
+
+    /// Rows `start..stop` as a table sharing this one's memory.
+    fn rows(&self, start: usize, stop: usize) -> PyResult<PyTable> {
+        Ok(PyTable {
+            table: self.table.slice_rows(start, stop).py()?,
+        })
+    }
+
+    /// Offsets, sizes, padding and pitch of every column.
+    fn describe(&self) -> String {
+        self.table.describe()
+    }
+
+    fn __len__(&self) -> usize {
+        self.table.len()
+    }
+
+    #[getter]
+    fn columns(&self) -> Vec<String> {
+        self.table
+            .schema()
+            .columns()
+            .iter()
+            .map(|c| c.name.clone())
+            .collect()
+    }
+
+    #[getter]
+    fn schema<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        schema_items(py, self.table.schema())
+    }
+
+    /// The alignment every column start of this table (or row slice) really has.
+    #[getter]
+    fn alignment(&self) -> usize {
+        self.table.alignment()
+    }
+
+    #[getter]
+    fn nbytes(&self) -> usize {
+        self.table.layout().total_bytes
+    }
+
+    #[getter]
+    fn data_ptr(&self) -> usize {
+        self.table.buffer().as_ptr() as usize
+    }
+
+    #[getter]
+    fn readonly(&self) -> bool {
+        self.table.is_readonly()
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "zerohop.Table({} rows, columns {:?})",
+            self.table.len(),
+            self.columns()
+        )
+    }
+}

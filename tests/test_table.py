@@ -212,3 +212,17 @@ def test_jax_takes_packed_tables_without_a_copy_and_padded_ones_with_one():
     assert pos[1].tolist() == [1.0, 1001.0, 2001.0]
     (single,) = padded.tensors(["x"], "jax")  # (n, 1): compact, shared
     assert address(single) == padded["x"].data_ptr
+
+
+@requires_torch
+def test_torch_tensors_keep_the_table_alive():
+    import gc
+
+    t = filled()
+    x_ptr = t["x"].data_ptr
+    pos, cov = t.tensors({"pos": ["x", "y", "z"], "cov": ["cov"]}, "torch")
+    del t
+    gc.collect()
+    assert address(pos) == x_ptr
+    assert pos[4].tolist() == [4.0, 1004.0, 2004.0]
+    assert cov[5, 1, 2].item() == 5 * 6 + 5

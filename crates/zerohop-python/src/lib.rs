@@ -2,6 +2,7 @@
 
 mod capsule;
 mod errors;
+mod exchange;
 mod memory;
 mod numpy_hook;
 mod table;

@@ -10,4 +10,12 @@ mod tests;
 pub use layout::{ColumnLayout, Layout, SOA_DEFAULT_ALIGNMENT};
 pub use schema::{ColumnKind, ColumnSpec, ComponentOrder, Schema, SchemaBuilder};
 pub use table::SoaTable;
+/// A Rust struct with a structure-of-arrays form (see `#[derive(Soa)]` in zerohop-derive).
+pub trait SoaRecord {
+    fn schema() -> Schema;
+}
+
+#[cfg(feature = "derive")]
+pub use zerohop_derive::Soa;
+
 pub use tensormap::{MapOptions, MappedTensor, TensorMap, TensorMapBuilder};

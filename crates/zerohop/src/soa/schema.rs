@@ -92,6 +92,8 @@ pub struct ColumnSpec {
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Schema {
     columns: Vec<ColumnSpec>,
+    /// Column name → index, for O(1) lookups when mapping many columns.
+    by_name: std::collections::HashMap<String, usize>,
 }
 
 /// Collects columns; `build` validates them all.
@@ -162,7 +164,12 @@ impl Schema {
                 return Err(bad(&c.name, format!("{} has no components", c.kind)));
             }
         }
-        Ok(Schema { columns })
+        let by_name = columns
+            .iter()
+            .enumerate()
+            .map(|(i, c)| (c.name.clone(), i))
+            .collect();
+        Ok(Schema { columns, by_name })
     }
 
     pub fn columns(&self) -> &[ColumnSpec] {
@@ -170,9 +177,9 @@ impl Schema {
     }
 
     pub fn index_of(&self, name: &str) -> Result<usize> {
-        self.columns
-            .iter()
-            .position(|c| c.name == name)
+        self.by_name
+            .get(name)
+            .copied()
             .ok_or_else(|| Error::InvalidArgument {
                 what: "column".into(),
                 reason: format!(

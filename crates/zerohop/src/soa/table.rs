@@ -135,6 +135,44 @@ impl SoaTable {
         align
     }
 
+    /// A new table of `rows` rows (same schema and alignment, current host resource) holding
+    /// a copy of this view's first `keep` rows: how growable tables grow.
+    pub fn regrown(&self, rows: usize, keep: usize) -> Result<SoaTable> {
+        if keep > self.len || keep > rows {
+            return Err(Error::InvalidArgument {
+                what: "rows to keep".into(),
+                reason: format!("{keep} exceeds the old ({}) or new ({rows}) size", self.len),
+            });
+        }
+        let resource = current_resource(Device::CPU).expect("the host always has a resource");
+        let mut grown = SoaTable::with_options(
+            (*self.schema).clone(),
+            rows,
+            self.layout.alignment,
+            resource,
+        )?;
+        grown.readonly = self.readonly;
+        for (index, col) in self.layout.columns.iter().enumerate() {
+            let (count, per) = match col.kind {
+                ColumnKind::TableScalar => (1, 1),
+                kind => (kind.components(), keep),
+            };
+            let bytes = per * col.dtype.itemsize();
+            for component in 0..count {
+                // SAFETY: both tables are host tables with this column; `per` elements fit
+                // in both (keep ≤ len, keep ≤ rows) and the buffers are distinct.
+                unsafe {
+                    std::ptr::copy_nonoverlapping(
+                        self.component_ptr(index, component),
+                        grown.component_ptr(index, component),
+                        bytes,
+                    )
+                };
+            }
+        }
+        Ok(grown)
+    }
+
     /// Rows `start..end` of this table, sharing its memory.
     pub fn slice_rows(&self, start: usize, end: usize) -> Result<SoaTable> {
         if start > end || end > self.len {

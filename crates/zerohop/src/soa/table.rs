@@ -296,6 +296,30 @@ impl SoaTable {
         Ok(unsafe { std::slice::from_raw_parts_mut(ptr, len) })
     }
 
+    /// Every column at once, mutable, for tables whose columns are all plain columns of `T`
+    /// (a CSV reader fills them in parallel). Same sharing rule as [`SoaTable::column_mut`].
+    pub fn columns_mut<T: Element>(&mut self) -> Result<Vec<&mut [T]>> {
+        if self.readonly {
+            return Err(Error::ReadOnly("columns of a read-only table".into()));
+        }
+        let mut out = Vec::with_capacity(self.layout.columns.len());
+        for i in 0..self.layout.columns.len() {
+            let col = self.layout.column(i);
+            if col.kind != ColumnKind::Column {
+                return Err(Error::InvalidArgument {
+                    what: "column".into(),
+                    reason: format!("{:?} is a {}, not a plain column", col.name, col.kind),
+                });
+            }
+            let (ptr, len) = self.typed_component::<T>(&col.name.clone(), 0)?;
+            // SAFETY: columns occupy disjoint byte ranges of the buffer (the layout places
+            // them one after another), so these mutable slices never overlap; `&mut self`
+            // excludes other access through this handle.
+            out.push(unsafe { std::slice::from_raw_parts_mut(ptr, len) });
+        }
+        Ok(out)
+    }
+
     /// A table scalar's value.
     pub fn scalar<T: Element>(&self, name: &str) -> Result<T> {
         self.expect_scalar(name)?;

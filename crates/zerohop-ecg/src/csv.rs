@@ -1,0 +1,262 @@
+//! A parallel numeric CSV reader that parses straight into the float32 columns of a zerohop
+//! `SoaTable` (allocated from the current memory resource): one pass counts rows per chunk,
+//! a second parses each chunk into its rows of the columns, on all cores.
+
+use std::path::{Path, PathBuf};
+
+use rayon::prelude::*;
+use zerohop::soa::{Schema, SoaTable};
+use zerohop::DType;
+
+use crate::error::{invalid, EcgError, Result};
+
+/// What to do with an empty field.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum EmptyField {
+    /// An empty field is an error naming its line and column (the default).
+    Error,
+    /// An empty field becomes NaN.
+    Nan,
+    /// An empty field becomes this value.
+    Value(f32),
+}
+
+/// What to do with "nan"/"NaN" (and infinities) in the data.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum NanPolicy {
+    /// Kept as they are.
+    Allow,
+    /// An error naming the line and column (the default: the pipeline cannot use them).
+    Reject,
+}
+
+#[derive(Clone, Debug)]
+pub struct CsvOptions {
+    /// `None`: detect (a first line with a non-numeric field is a header).
+    pub has_header: Option<bool>,
+    pub delimiter: u8,
+    pub empty: EmptyField,
+    pub nan: NanPolicy,
+    /// Read only these columns (by name, or "c0", "c1", … without a header); all if empty.
+    pub columns: Vec<String>,
+}
+
+impl Default for CsvOptions {
+    fn default() -> Self {
+        CsvOptions {
+            has_header: None,
+            delimiter: b',',
+            empty: EmptyField::Error,
+            nan: NanPolicy::Reject,
+            columns: Vec::new(),
+        }
+    }
+}
+
+/// Splits `data` into about `parts` pieces that end at line ends.
+fn chunk_bounds(data: &[u8], start: usize, parts: usize) -> Vec<(usize, usize)> {
+    let len = data.len();
+    let step = ((len - start) / parts.max(1)).max(1 << 16);
+    let mut bounds = Vec::new();
+    let mut begin = start;
+    while begin < len {
+        let mut end = (begin + step).min(len);
+        while end < len && data[end - 1] != b'\n' {
+            end += 1;
+        }
+        bounds.push((begin, end));
+        begin = end;
+    }
+    bounds
+}
+
+fn lines(chunk: &[u8]) -> impl Iterator<Item = &[u8]> {
+    chunk
+        .split(|&b| b == b'\n')
+        .map(|l| l.strip_suffix(b"\r").unwrap_or(l))
+}
+
+fn is_blank(line: &[u8]) -> bool {
+    line.iter().all(u8::is_ascii_whitespace)
+}
+
+/// Reads a numeric CSV file into a table of float32 columns.
+pub fn read_csv(path: &Path, options: &CsvOptions) -> Result<SoaTable> {
+    let data = std::fs::read(path).map_err(|source| EcgError::Io {
+        path: path.to_owned(),
+        source,
+    })?;
+    parse_csv(&data, path, options)
+}
+
+/// Parses CSV bytes (`path` only names the input in errors).
+pub fn parse_csv(data: &[u8], path: &Path, options: &CsvOptions) -> Result<SoaTable> {
+    let delimiter = options.delimiter;
+    let first_end = data.iter().position(|&b| b == b'\n').unwrap_or(data.len());
+    let first = lines(&data[..first_end]).next().unwrap_or(&[]);
+    if is_blank(first) {
+        return Err(invalid(
+            "CSV",
+            format!("{}: the first line is empty", path.display()),
+        ));
+    }
+    let first_fields: Vec<&str> = std::str::from_utf8(first)
+        .map_err(|_| invalid("CSV", format!("{}: line 1 is not UTF-8", path.display())))?
+        .split(delimiter as char)
+        .map(str::trim)
+        .collect();
+    let has_header = options
+        .has_header
+        .unwrap_or_else(|| first_fields.iter().any(|f| f.parse::<f32>().is_err()));
+    let names: Vec<String> = if has_header {
+        first_fields.iter().map(|s| s.to_string()).collect()
+    } else {
+        (0..first_fields.len()).map(|i| format!("c{i}")).collect()
+    };
+    let width = names.len();
+    let selected: Vec<usize> = if options.columns.is_empty() {
+        (0..width).collect()
+    } else {
+        options
+            .columns
+            .iter()
+            .map(|c| {
+                names.iter().position(|n| n == c).ok_or_else(|| {
+                    invalid(
+                        "column",
+                        format!(
+                            "{}: no column {c:?} (columns: {})",
+                            path.display(),
+                            names.join(", ")
+                        ),
+                    )
+                })
+            })
+            .collect::<Result<_>>()?
+    };
+    let body_start = if has_header {
+        (first_end + 1).min(data.len())
+    } else {
+        0
+    };
+    let header_lines = usize::from(has_header);
+    let threads = rayon::current_num_threads();
+    let bounds = chunk_bounds(data, body_start, threads * 4);
+
+    // Pass 1: data rows and physical lines per chunk.
+    let counts: Vec<(usize, usize)> = bounds
+        .par_iter()
+        .map(|&(b, e)| {
+            let chunk = &data[b..e];
+            let body = chunk.strip_suffix(b"\n").unwrap_or(chunk);
+            let mut rows = 0;
+            let mut physical = 0;
+            for line in lines(body) {
+                physical += 1;
+                if !is_blank(line) {
+                    rows += 1;
+                }
+            }
+            (rows, physical)
+        })
+        .collect();
+    let total_rows: usize = counts.iter().map(|c| c.0).sum();
+
+    let mut schema = Schema::builder();
+    let mut seen = std::collections::HashSet::new();
+    for &i in &selected {
+        if !seen.insert(names[i].as_str()) {
+            return Err(invalid(
+                "CSV header",
+                format!("{}: column {:?} appears twice", path.display(), names[i]),
+            ));
+        }
+        schema = schema.column(&names[i], DType::F32);
+    }
+    let mut table = SoaTable::new(schema.build()?, total_rows)?;
+    let mut columns: Vec<&mut [f32]> = table.columns_mut::<f32>()?;
+
+    // Split every column into the disjoint row ranges of the chunks.
+    let mut per_chunk: Vec<Vec<&mut [f32]>> = (0..bounds.len()).map(|_| Vec::new()).collect();
+    for column in columns.drain(..) {
+        let mut rest = column;
+        for (slot, &(rows, _)) in per_chunk.iter_mut().zip(&counts) {
+            let (head, tail) = rest.split_at_mut(rows);
+            slot.push(head);
+            rest = tail;
+        }
+    }
+    let mut first_line = header_lines + 1;
+    let starts: Vec<usize> = counts
+        .iter()
+        .map(|&(_, physical)| {
+            let s = first_line;
+            first_line += physical;
+            s
+        })
+        .collect();
+
+    let path_buf: PathBuf = path.to_owned();
+    bounds
+        .par_iter()
+        .zip(per_chunk.par_iter_mut())
+        .zip(starts.par_iter())
+        .try_for_each(|((&(b, e), outputs), &line_no)| {
+            let chunk = &data[b..e];
+            let body = chunk.strip_suffix(b"\n").unwrap_or(chunk);
+            let mut row = 0;
+            for (offset, line) in lines(body).enumerate() {
+                if is_blank(line) {
+                    continue;
+                }
+                let line_number = line_no + offset;
+                let error = |column: usize, reason: String| EcgError::Parse {
+                    path: path_buf.clone(),
+                    line: line_number,
+                    column: column + 1,
+                    name: names.get(column).cloned().unwrap_or_default(),
+                    reason,
+                };
+                let fields = line.split(|&c| c == delimiter);
+                let mut next_selected = 0;
+                let mut count = 0;
+                for (field_index, field) in fields.enumerate() {
+                    count += 1;
+                    if next_selected < selected.len() && selected[next_selected] == field_index {
+                        let text = std::str::from_utf8(field)
+                            .map_err(|_| error(field_index, "not UTF-8".into()))?
+                            .trim();
+                        let value = if text.is_empty() {
+                            match options.empty {
+                                EmptyField::Error => {
+                                    return Err(error(field_index, "empty field".into()))
+                                }
+                                EmptyField::Nan => f32::NAN,
+                                EmptyField::Value(v) => v,
+                            }
+                        } else {
+                            let v: f32 = text.parse().map_err(|_| {
+                                error(field_index, format!("{text:?} is not a number"))
+                            })?;
+                            if !v.is_finite() && options.nan == NanPolicy::Reject {
+                                return Err(error(field_index, format!("{text:?} is not finite")));
+                            }
+                            v
+                        };
+                        outputs[next_selected][row] = value;
+                        next_selected += 1;
+                    }
+                }
+                if count != width {
+                    return Err(error(
+                        count.min(width.saturating_sub(1)),
+                        format!("expected {width} fields, found {count}"),
+                    ));
+                }
+                row += 1;
+            }
+            Ok(())
+        })?;
+    drop(per_chunk);
+    Ok(table)
+}

@@ -1,6 +1,6 @@
 # zerohop — every target sets itself up from a fresh clone.
 #   make test   fmt + clippy + cargo test + Miri + pytest
-#   make demo   the zero-copy tour (the ECG pipeline replaces it once it lands)
+#   make demo   the ECG pipeline on the bundled recording (plots + report in out/ecg)
 #   make bench  criterion benches + cross-framework latency table
 
 SHELL := /bin/bash
@@ -57,7 +57,7 @@ pytest: develop
 test: fmt-check clippy test-rust miri pytest
 
 demo: develop
-	$(PY) -m zerohop.tour
+	$(PY) -m zerohop.ecg --out out/ecg
 
 bench: develop
 	cargo bench -p zerohop --bench dlpack

@@ -272,7 +272,7 @@ fn beats_are_left_aligned_and_zero_padded() {
 
 fn repo_file(relative: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../..")
+        .join("../../python/zerohop/ecg")
         .join(relative)
 }
 

@@ -1,6 +1,7 @@
 //! The `zerohop._zerohop` extension module: thin bindings over the `zerohop` crate.
 
 mod capsule;
+mod ecg;
 mod errors;
 mod exchange;
 mod memory;
@@ -112,5 +113,8 @@ fn _zerohop(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let memory = PyModule::new(m.py(), "memory")?;
     memory::register(&memory)?;
     m.add_submodule(&memory)?;
+    let ecg = PyModule::new(m.py(), "ecg")?;
+    ecg::register(&ecg)?;
+    m.add_submodule(&ecg)?;
     Ok(())
 }

@@ -215,6 +215,12 @@ fn warn_copy(py: Python<'_>, what: &str) -> PyResult<()> {
     Ok(())
 }
 
+impl PyTable {
+    pub fn from_table(table: SoaTable) -> Self {
+        PyTable { table }
+    }
+}
+
 #[pymethods]
 impl PyTable {
     #[new]

@@ -1,0 +1,149 @@
+"""LightVAE, the small variational autoencoder of the Part 3 pipeline, for beats of any
+power-of-two width: three conv + swish + fixed [1, 2, 1] stride-2 downsampling stages, a
+2-d latent (mean over length of two conv heads), and a mirrored decoder."""
+
+import math
+import sys
+import time
+
+import torch
+from torch import nn
+import torch.nn.functional as F
+
+
+class Swish(nn.Module):
+    """x · sigmoid(α x) with one learnable α, shared by every layer that uses the instance."""
+
+    def __init__(self):
+        super().__init__()
+        self.alpha = nn.Parameter(torch.tensor(1.0))
+
+    def forward(self, x):
+        return x * torch.sigmoid(self.alpha * x)
+
+
+class Down(nn.Module):
+    """Fixed (not learned) depthwise [1, 2, 1] filter with stride 2: halves the length."""
+
+    def __init__(self, channels):
+        super().__init__()
+        self.channels = channels
+        self.register_buffer("kernel", torch.tensor([1.0, 2.0, 1.0]).repeat(channels, 1, 1))
+
+    def forward(self, x):
+        return F.conv1d(x, self.kernel, stride=2, padding=1, groups=self.channels)
+
+
+class LightVAE(nn.Module):
+    def __init__(self, width=256, latent=2):
+        super().__init__()
+        if width < 8 or width & (width - 1):
+            raise ValueError(f"width {width} must be a power of two >= 8")
+        self.width = width
+        self.swish = Swish()
+        self.enc = nn.ModuleList([nn.Conv1d(1, 4, 3, padding=1), nn.Conv1d(4, 8, 3, padding=1),
+                                  nn.Conv1d(8, 16, 3, padding=1)])
+        self.down = nn.ModuleList([Down(4), Down(8), Down(16)])
+        self.mu_head = nn.Conv1d(16, latent, 3, padding=1)
+        self.logvar_head = nn.Conv1d(16, latent, 3, padding=1)
+        self.project = nn.Linear(latent, 8 * (width // 8))
+        self.dec = nn.ModuleList([nn.Conv1d(8, 4, 3, padding=1), nn.Conv1d(4, 2, 3, padding=1),
+                                  nn.Conv1d(2, 1, 3, padding=1)])
+
+    def encode(self, x):
+        for conv, down in zip(self.enc, self.down):
+            x = down(self.swish(conv(x)))
+        return self.mu_head(x).mean(-1), self.logvar_head(x).mean(-1)
+
+    def decode(self, z):
+        x = self.project(z).view(-1, 8, self.width // 8)
+        for i, conv in enumerate(self.dec):
+            x = conv(F.interpolate(x, scale_factor=2, mode="nearest"))
+            if i < 2:
+                x = self.swish(x)
+        return x
+
+    def forward(self, x):
+        mu, logvar = self.encode(x)
+        z = mu + torch.randn_like(mu) * torch.exp(0.5 * logvar)
+        return self.decode(z), mu, logvar
+
+
+def vae_loss(recon, x, mu, logvar):
+    """Σ over the batch of the per-beat mean squared error, plus a KL term weighted 0.1."""
+    mse = ((recon - x) ** 2).mean(dim=(1, 2)).sum()
+    kld = -0.1 * (1 + logvar - mu.pow(2) - logvar.exp()).mean(dim=1).sum()
+    return mse + kld
+
+
+def _progress(epoch, epochs, loss, started, stream=sys.stderr):
+    done = int(30 * epoch / epochs)
+    elapsed = time.perf_counter() - started
+    stream.write(f"\r  training [{'#' * done}{'.' * (30 - done)}] epoch {epoch}/{epochs} "
+                 f"loss {loss:.5f} {elapsed:5.1f}s")
+    if epoch == epochs:
+        stream.write("\n")
+    stream.flush()
+
+
+def train(beats, *, epochs=30, batch_size=1024, lr=1e-3, seed=42, device="cpu",
+          progress=True):
+    """Trains on 75 % of `beats` (n, width) and tests on the rest. Beats are scaled by one
+    global factor (their standard deviation) so the KL term does not collapse the latent.
+    The batch shrinks to a sixteenth of the training set when that is smaller, so a short
+    recording still gets enough optimiser steps.
+
+    Returns a dict: model, scale, train_idx, test_idx, losses (per epoch), test_loss,
+    batch_size (the one used)."""
+    torch.manual_seed(seed)
+    generator = torch.Generator().manual_seed(seed)
+    n, width = beats.shape
+    order = torch.randperm(n, generator=generator)
+    split = max(1, int(0.75 * n))
+    train_idx, test_idx = order[:split], order[split:]
+    scale = float(beats.std()) or 1.0
+    batch_size = max(1, min(batch_size, max(16, split // 16)))
+    model = LightVAE(width).to(device)
+    optimiser = torch.optim.Adam(model.parameters(), lr=lr)
+    losses = []
+    started = time.perf_counter()
+    for epoch in range(epochs):
+        model.train()
+        total = 0.0
+        for batch in train_idx[torch.randperm(split, generator=generator)].split(batch_size):
+            x = (beats[batch].to(device) / scale).unsqueeze(1)
+            recon, mu, logvar = model(x)
+            loss = vae_loss(recon, x, mu, logvar)
+            optimiser.zero_grad()
+            loss.backward()
+            optimiser.step()
+            total += loss.item()
+        losses.append(total / split)
+        if progress:
+            _progress(epoch + 1, epochs, losses[-1], started)
+    test_loss = math.nan
+    if len(test_idx):
+        with torch.no_grad():
+            model.eval()
+            x = (beats[test_idx].to(device) / scale).unsqueeze(1)
+            recon, mu, logvar = model(x)
+            test_loss = float(vae_loss(recon, x, mu, logvar)) / len(test_idx)
+    return {"model": model, "scale": scale, "train_idx": train_idx, "test_idx": test_idx,
+            "losses": losses, "test_loss": test_loss, "batch_size": batch_size}
+
+
+@torch.no_grad()
+def embed(model, beats, scale, device="cpu", batch_size=4096):
+    """Latent means, log-variances, reconstructions (in input units) and per-beat
+    reconstruction error (the outlier score) for every beat."""
+    model.eval()
+    mus, logvars, recons = [], [], []
+    for chunk in beats.split(batch_size):
+        x = (chunk.to(device) / scale).unsqueeze(1)
+        mu, logvar = model.encode(x)
+        mus.append(mu.cpu())
+        logvars.append(logvar.cpu())
+        recons.append((model.decode(mu) * scale).squeeze(1).cpu())
+    mu, logvar, recon = torch.cat(mus), torch.cat(logvars), torch.cat(recons)
+    error = ((recon - beats) ** 2).mean(dim=1)
+    return mu, logvar, recon, error

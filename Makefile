@@ -60,8 +60,12 @@ demo: develop
 	$(PY) -m zerohop.ecg --out out/ecg
 
 bench: develop
+	$(PY) -m pip install -q -r requirements-bench.txt
 	cargo bench -p zerohop --bench dlpack
 	$(PY) bench/dlpack_latency.py --out bench/results/dlpack_latency.md
+	$(PY) bench/table_tensors.py --out bench/results/table_tensors.md
+	$(PY) bench/ecg_pipeline.py --out bench/results/ecg_pipeline_cpu.md
+	BENCH_DATE=$$(date -u +%F) ZEROHOP_BENCH_OUT=bench/results/memory_pool.md cargo bench -p zerohop --bench memory
 
 clean:
 	cargo clean

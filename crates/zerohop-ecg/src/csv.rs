@@ -30,6 +30,48 @@ pub enum NanPolicy {
     Reject,
 }
 
+#[cfg(test)]
+mod tests {
+    use super::parse_plain_decimal;
+
+    #[test]
+    fn the_fast_path_agrees_with_the_standard_parser() {
+        for text in [
+            "0", "-0", "1", "-1.5", "0.0001", "123456.7", "16777215", "+2.25", "5.", ".5",
+            "-0.4321", "9999.999", "3.141592",
+        ] {
+            let fast = parse_plain_decimal(text.as_bytes());
+            assert_eq!(fast, Some(text.parse::<f32>().unwrap()), "{text}");
+        }
+        for text in [
+            "",
+            "-",
+            ".",
+            "1e3",
+            "nan",
+            "inf",
+            "1.2.3",
+            "16777216",
+            "1234567890",
+            "0.12345678901",
+            "1,5",
+            "--1",
+            "3.1415926",
+            "99999.9999",
+        ] {
+            assert_eq!(parse_plain_decimal(text.as_bytes()), None, "{text}");
+        }
+        // Every 4-decimal value in a range, against the standard parser.
+        for i in -200_000i32..200_000 {
+            let text = format!("{:.4}", i as f64 / 10_000.0);
+            assert_eq!(
+                parse_plain_decimal(text.as_bytes()),
+                Some(text.parse::<f32>().unwrap())
+            );
+        }
+    }
+}
+
 #[derive(Clone, Debug)]
 pub struct CsvOptions {
     /// `None`: detect (a first line with a non-numeric field is a header).
@@ -70,6 +112,49 @@ fn chunk_bounds(data: &[u8], start: usize, parts: usize) -> Vec<(usize, usize)> 
     bounds
 }
 
+/// Powers of ten that f32 represents exactly (5^10 < 2^24).
+const POW10: [f32; 11] = [1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10];
+
+/// Parses plain decimals (`-12.345`) exactly and fast: with a mantissa below 2^24 and at most
+/// ten fraction digits, both operands are exact f32 values and IEEE division rounds the
+/// quotient correctly (Clinger's fast path). Anything else (exponents, long mantissas,
+/// nan/inf, junk) returns None and goes to the standard parser.
+#[inline]
+fn parse_plain_decimal(bytes: &[u8]) -> Option<f32> {
+    let (negative, digits) = match bytes.first()? {
+        b'-' => (true, &bytes[1..]),
+        b'+' => (false, &bytes[1..]),
+        _ => (false, bytes),
+    };
+    let mut mantissa: u32 = 0;
+    let mut count = 0usize;
+    let mut fraction = 0usize;
+    let mut seen_dot = false;
+    for &b in digits {
+        match b {
+            b'0'..=b'9' => {
+                if count == 9 {
+                    return None;
+                }
+                mantissa = mantissa * 10 + u32::from(b - b'0');
+                count += 1;
+                fraction += usize::from(seen_dot);
+            }
+            b'.' if !seen_dot => seen_dot = true,
+            _ => return None,
+        }
+    }
+    if count == 0 || mantissa >= 1 << 24 || fraction >= POW10.len() {
+        return None;
+    }
+    let value = mantissa as f32 / POW10[fraction];
+    Some(if negative { -value } else { value })
+}
+
+fn trim_ascii(field: &[u8]) -> &[u8] {
+    field.trim_ascii()
+}
+
 fn lines(chunk: &[u8]) -> impl Iterator<Item = &[u8]> {
     chunk
         .split(|&b| b == b'\n')
@@ -80,13 +165,22 @@ fn is_blank(line: &[u8]) -> bool {
     line.iter().all(u8::is_ascii_whitespace)
 }
 
-/// Reads a numeric CSV file into a table of float32 columns.
+/// Reads a numeric CSV file into a table of float32 columns. The file is memory-mapped, so
+/// pages are read by the parsing threads themselves; it must not change during the call.
 pub fn read_csv(path: &Path, options: &CsvOptions) -> Result<SoaTable> {
-    let data = std::fs::read(path).map_err(|source| EcgError::Io {
+    let io = |source| EcgError::Io {
         path: path.to_owned(),
         source,
-    })?;
-    parse_csv(&data, path, options)
+    };
+    let file = std::fs::File::open(path).map_err(io)?;
+    if file.metadata().map_err(io)?.len() == 0 {
+        return parse_csv(&[], path, options);
+    }
+    // SAFETY: the map is read-only and lives until parsing ends; the documented contract is
+    // that nobody truncates or rewrites the file meanwhile (the same contract as every
+    // mmap-based reader). On platforms without mmap support this fails with an I/O error.
+    let map = unsafe { memmap2::Mmap::map(&file) }.map_err(io)?;
+    parse_csv(&map, path, options)
 }
 
 /// Parses CSV bytes (`path` only names the input in errors).
@@ -143,20 +237,24 @@ pub fn parse_csv(data: &[u8], path: &Path, options: &CsvOptions) -> Result<SoaTa
     let threads = rayon::current_num_threads();
     let bounds = chunk_bounds(data, body_start, threads * 4);
 
-    // Pass 1: data rows and physical lines per chunk.
+    // Pass 1: data rows and physical lines per chunk. Newlines are counted with a tight
+    // (vectorised) loop; only chunks that may hold blank lines are walked line by line.
     let counts: Vec<(usize, usize)> = bounds
         .par_iter()
         .map(|&(b, e)| {
             let chunk = &data[b..e];
             let body = chunk.strip_suffix(b"\n").unwrap_or(chunk);
-            let mut rows = 0;
-            let mut physical = 0;
-            for line in lines(body) {
-                physical += 1;
-                if !is_blank(line) {
-                    rows += 1;
-                }
-            }
+            let physical = body.iter().filter(|&&c| c == b'\n').count() + 1;
+            let may_have_blank = body.first().is_none_or(u8::is_ascii_whitespace)
+                || body.last().is_some_and(u8::is_ascii_whitespace)
+                || body
+                    .windows(2)
+                    .any(|w| w[0] == b'\n' && w[1].is_ascii_whitespace());
+            let rows = if may_have_blank {
+                lines(body).filter(|l| !is_blank(l)).count()
+            } else {
+                physical
+            };
             (rows, physical)
         })
         .collect();
@@ -223,10 +321,8 @@ pub fn parse_csv(data: &[u8], path: &Path, options: &CsvOptions) -> Result<SoaTa
                 for (field_index, field) in fields.enumerate() {
                     count += 1;
                     if next_selected < selected.len() && selected[next_selected] == field_index {
-                        let text = std::str::from_utf8(field)
-                            .map_err(|_| error(field_index, "not UTF-8".into()))?
-                            .trim();
-                        let value = if text.is_empty() {
+                        let raw = trim_ascii(field);
+                        let value = if raw.is_empty() {
                             match options.empty {
                                 EmptyField::Error => {
                                     return Err(error(field_index, "empty field".into()))
@@ -234,7 +330,11 @@ pub fn parse_csv(data: &[u8], path: &Path, options: &CsvOptions) -> Result<SoaTa
                                 EmptyField::Nan => f32::NAN,
                                 EmptyField::Value(v) => v,
                             }
+                        } else if let Some(v) = parse_plain_decimal(raw) {
+                            v
                         } else {
+                            let text = std::str::from_utf8(raw)
+                                .map_err(|_| error(field_index, "not UTF-8".into()))?;
                             let v: f32 = text.parse().map_err(|_| {
                                 error(field_index, format!("{text:?} is not a number"))
                             })?;

@@ -172,6 +172,19 @@ pub fn rising_edges(gates: &mut [u8]) {
     }
 }
 
+/// The beat matrix's base pointer, shared by the threads that each write their own rows.
+struct RowWriter(*mut f32);
+// SAFETY: threads write disjoint rows through it (see the embedding loop).
+unsafe impl Sync for RowWriter {}
+
+impl RowWriter {
+    /// The slot `offset` elements past the base (a method, so closures capture the whole
+    /// Sync wrapper rather than its raw-pointer field).
+    fn row(&self, offset: usize) -> *mut f32 {
+        self.0.wrapping_add(offset)
+    }
+}
+
 /// What the pipeline produced, stage by stage.
 #[derive(Debug)]
 pub struct Segmentation {
@@ -278,19 +291,34 @@ pub fn segment(signal: &[f32], params: &Params) -> Result<Segmentation> {
     lap("prune", &mut timings);
 
     let width = params.width;
-    let beats_buffer = Buffer::zeroed_host(kept.len() * width * 4, DEFAULT_ALIGNMENT)?;
+    // Not zero-filled: every element of every row is written below (samples, then zeros).
+    let resource = zerohop::memory::current_resource(zerohop::Device::CPU)
+        .expect("the host always has a resource");
+    let beats_buffer = Buffer::allocate(
+        resource,
+        kept.len() * width * 4,
+        DEFAULT_ALIGNMENT,
+        zerohop::Stream::HOST,
+    )?;
     let beats_view =
         TensorView::from_buffer(beats_buffer, DType::F32, &[kept.len() as i64, width as i64])?;
-    // SAFETY: allocated just above and still private to this function.
-    let rows = unsafe { fill::<f32>(&beats_view)? };
-    if width > 0 {
-        rows.par_chunks_mut(width)
-            .zip(starts.par_iter().zip(blens.par_iter()))
-            .for_each(|(row, (&start, &len))| {
-                let (s, l) = (start as usize, len as usize);
-                row[..l].copy_from_slice(&signal[s..s + l]);
-            });
-    }
+    let rows = RowWriter(beats_view.data_ptr() as *mut f32);
+    starts
+        .par_iter()
+        .zip(blens.par_iter())
+        .enumerate()
+        .for_each(|(k, (&start, &len))| {
+            let (s, l) = (start as usize, len as usize);
+            // SAFETY: row k is `width` f32 slots inside the fresh buffer (kept.len() rows),
+            // written by this iteration only; l ≤ max_length ≤ width and s + l ≤ signal.len()
+            // because the segment ends at the next gate. Raw writes never read the
+            // uninitialised memory.
+            unsafe {
+                let row = rows.row(k * width);
+                std::ptr::copy_nonoverlapping(signal.as_ptr().add(s), row, l);
+                std::ptr::write_bytes(row.add(l), 0, width - l);
+            }
+        });
     lap("embed", &mut timings);
 
     Ok(Segmentation {

@@ -17,7 +17,7 @@ from ._zerohop import memory as _m
 Resource = _m.Resource
 
 __all__ = [
-    "Arena", "Limit", "Log", "OutOfMemoryError", "Pool", "Resource", "Stats", "System",
+    "Arena", "CudaDevice", "Limit", "Log", "OutOfMemoryError", "Pool", "Resource", "Stats", "System",
     "Tracking", "get_current", "leaks", "reset_current", "set_current", "stats",
     "use_for_numpy", "C_MALLOC_SYMBOL", "C_FREE_SYMBOL", "library_path",
 ]
@@ -39,6 +39,11 @@ def library_path():
 def System():
     """Aligned host memory from the system allocator."""
     return _m.system()
+
+
+def CudaDevice(device=0):
+    """Device memory of a CUDA GPU (cuMemAlloc/cuMemFree); wrap it in Pool for reuse."""
+    return _m.cuda_device(device)
 
 
 def Pool(upstream=None, *, initial=0, maximum=None):

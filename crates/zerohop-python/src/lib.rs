@@ -1,11 +1,13 @@
 //! The `zerohop._zerohop` extension module: thin bindings over the `zerohop` crate.
 
 mod capsule;
+mod cuda;
 mod ecg;
 mod errors;
 mod exchange;
 mod memory;
 mod numpy_hook;
+mod owner;
 mod table;
 mod tensor;
 
@@ -32,6 +34,10 @@ fn from_dlpack(py: Python<'_>, obj: &Bound<'_, PyAny>, copy: Option<bool>) -> Py
     } else if obj.is_instance_of::<PyCapsule>() {
         let import = capsule::consume(obj)?;
         PyTensor::new(import.view, import.is_copied)
+    } else if !obj.hasattr(intern!(py, "__dlpack__"))?
+        && obj.hasattr(intern!(py, "__cuda_array_interface__"))?
+    {
+        cuda::from_cuda_array_interface(py, obj)?
     } else {
         let capsule = request_capsule(py, obj)?;
         let import = capsule::consume(&capsule)?;
@@ -82,11 +88,21 @@ fn request_capsule<'py>(py: Python<'py>, obj: &Bound<'py, PyAny>) -> PyResult<Bo
     }
 }
 
-/// A zero-filled tensor in fresh zerohop host memory (128-byte aligned).
+/// A zero-filled tensor in fresh zerohop memory: host memory from the current host resource
+/// (128-byte aligned), or device memory for `device="cuda:N"`.
 #[pyfunction]
-#[pyo3(signature = (shape, dtype="float32"))]
-fn zeros(shape: Vec<i64>, dtype: &str) -> PyResult<PyTensor> {
+#[pyo3(signature = (shape, dtype="float32", device="cpu"))]
+fn zeros(shape: Vec<i64>, dtype: &str, device: &str) -> PyResult<PyTensor> {
     let dtype = DType::from_name(dtype).py()?;
+    let device = zerohop::Device::parse(device).py()?;
+    if device.kind == zerohop::DeviceKind::Cuda {
+        return cuda::zeros_on(device, dtype, &shape);
+    }
+    if device.kind != zerohop::DeviceKind::Cpu {
+        return Err(pyo3::exceptions::PyValueError::new_err(format!(
+            "zeros on {device}: zerohop allocates on cpu and cuda:N"
+        )));
+    }
     let numel = zerohop::tensor::checked_numel(&shape).py()?;
     let bytes = numel.checked_mul(dtype.itemsize()).ok_or_else(|| {
         pyo3::exceptions::PyMemoryError::new_err(format!("shape {shape:?} of {dtype} is too large"))
@@ -116,5 +132,8 @@ fn _zerohop(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let ecg = PyModule::new(m.py(), "ecg")?;
     ecg::register(&ecg)?;
     m.add_submodule(&ecg)?;
+    let cuda_module = PyModule::new(m.py(), "cuda")?;
+    cuda::register(&cuda_module)?;
+    m.add_submodule(&cuda_module)?;
     Ok(())
 }

@@ -28,6 +28,7 @@ enum Kind {
     Stats(Arc<StatsResource>),
     Tracking(Arc<TrackingResource>),
     Log(Arc<LogResource>),
+    CudaDevice,
     /// A resource zerohop did not build from Python (the default, or one set from Rust).
     Opaque,
 }
@@ -58,6 +59,7 @@ impl PyResource {
             Kind::Stats(_) => "Stats",
             Kind::Tracking(_) => "Tracking",
             Kind::Log(_) => "Log",
+            Kind::CudaDevice => "CudaDevice",
             Kind::Opaque => "Resource",
         }
     }
@@ -239,6 +241,15 @@ fn system() -> PyResource {
     PyResource::new(Arc::new(SystemResource::new()), Kind::System, None)
 }
 
+/// Device memory of CUDA device `device` (cuMemAlloc/cuMemFree). Addresses it hands out are
+/// device pointers: give them to frameworks, never dereference them on the host.
+#[pyfunction]
+#[pyo3(signature = (device=0))]
+fn cuda_device(device: i32) -> PyResult<PyResource> {
+    let inner = zerohop::cuda::CudaDeviceResource::new(device).py()?;
+    Ok(PyResource::new(Arc::new(inner), Kind::CudaDevice, None))
+}
+
 #[pyfunction]
 #[pyo3(signature = (upstream, initial=0, maximum=None))]
 fn pool(
@@ -394,6 +405,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyResource>()?;
     for f in [
         wrap_pyfunction!(system, m)?,
+        wrap_pyfunction!(cuda_device, m)?,
         wrap_pyfunction!(pool, m)?,
         wrap_pyfunction!(arena, m)?,
         wrap_pyfunction!(limit, m)?,

@@ -1,11 +1,13 @@
 //! `zerohop.Tensor`: a `TensorView` with the DLPack and NumPy array-interface protocols.
 
-use pyo3::exceptions::{PyBufferError, PyTypeError, PyValueError};
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use pyo3::exceptions::{PyAttributeError, PyBufferError, PyTypeError, PyValueError};
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyTuple};
 use zerohop::dlpack::{export_legacy, export_versioned, ExportOptions};
-use zerohop::{DType, DTypeCode, Device, DeviceKind, TensorView};
+use zerohop::{DType, DTypeCode, DeviceKind, Stream, TensorView};
 
 use crate::capsule;
 use crate::errors::IntoPyResult;
@@ -16,16 +18,36 @@ pub struct PyTensor {
     pub view: TensorView,
     /// The producer copied the data for us (DLPack IS_COPIED), or zerohop made a copy.
     pub is_copied: bool,
+    /// For CUDA data: the stream whose queued work produces it (1: the legacy default
+    /// stream, where imports are ordered). Consumers on other streams wait on an event.
+    stream: AtomicUsize,
 }
 
 impl PyTensor {
     pub fn new(view: TensorView, is_copied: bool) -> Self {
-        PyTensor { view, is_copied }
+        let stream = if view.device().kind == DeviceKind::Cuda {
+            1
+        } else {
+            0
+        };
+        Self::with_stream(view, is_copied, stream)
+    }
+
+    pub fn with_stream(view: TensorView, is_copied: bool, stream: usize) -> Self {
+        PyTensor {
+            view,
+            is_copied,
+            stream: AtomicUsize::new(stream),
+        }
+    }
+
+    pub fn stream(&self) -> usize {
+        self.stream.load(Ordering::Acquire)
     }
 }
 
 /// The NumPy type string of a dtype, when NumPy has one.
-fn typestr(dtype: DType) -> Option<String> {
+pub fn typestr(dtype: DType) -> Option<String> {
     let kind = match dtype.code {
         DTypeCode::Int => 'i',
         DTypeCode::UInt => 'u',
@@ -59,28 +81,53 @@ fn int_pair(value: Option<&Bound<'_, PyAny>>, name: &str) -> PyResult<Option<(i6
     Ok(Some((first, second)))
 }
 
-fn check_stream_for(device: Device, stream: Option<&Bound<'_, PyAny>>) -> PyResult<()> {
-    let Some(stream) = stream else { return Ok(()) };
-    let value: i64 = stream
-        .extract()
-        .map_err(|_| PyTypeError::new_err("stream must be None or an int"))?;
-    if value == -1 {
-        // -1: the consumer asks for no synchronisation; nothing to do.
-        return Ok(());
-    }
-    if value == 0 {
+/// Applies a consumer's DLPack `stream` argument: host data takes only None (or -1, "no
+/// synchronisation"); for CUDA data the consumer's stream waits on an event recorded on the
+/// producing stream (None means the legacy default stream; -1 skips synchronisation).
+fn honour_stream(tensor: &PyTensor, stream: Option<&Bound<'_, PyAny>>) -> PyResult<()> {
+    let device = tensor.view.device();
+    let value: Option<i64> = match stream {
+        None => None,
+        Some(s) if s.is_none() => None,
+        Some(s) => Some(
+            s.extract()
+                .map_err(|_| PyTypeError::new_err("stream must be None or an int"))?,
+        ),
+    };
+    if value == Some(0) {
         return Err(PyValueError::new_err(
             "stream=0 is ambiguous and not allowed by DLPack; pass 1 for the legacy default stream",
         ));
     }
-    if device.is_host_accessible() {
-        return Err(PyBufferError::new_err(format!(
-            "stream must be None for {device} data, got {value}"
-        )));
+    if value == Some(-1) {
+        return Ok(());
     }
-    Err(PyBufferError::new_err(format!(
-        "stream {value} on {device}: stream-ordered export needs zerohop's CUDA support"
-    )))
+    if device.kind != DeviceKind::Cuda {
+        return match value {
+            None => Ok(()),
+            Some(v) if device.is_host_accessible() => Err(PyBufferError::new_err(format!(
+                "stream must be None for {device} data, got {v}"
+            ))),
+            Some(v) => Err(PyBufferError::new_err(format!(
+                "stream {v} on {device}: zerohop synchronises CUDA streams only"
+            ))),
+        };
+    }
+    let consumer = match value {
+        None => 1,
+        Some(v) if v < 0 => {
+            return Err(PyValueError::new_err(format!(
+                "stream {v} is not a CUDA stream"
+            )))
+        }
+        Some(v) => v as usize,
+    };
+    let producer = tensor.stream();
+    if producer != 0 && producer != consumer {
+        zerohop::cuda::order_streams(device.id, Stream(producer), Stream(consumer))
+            .map_err(crate::errors::to_py)?;
+    }
+    Ok(())
 }
 
 #[pymethods]
@@ -96,7 +143,7 @@ impl PyTensor {
         copy: Option<bool>,
     ) -> PyResult<Bound<'py, PyAny>> {
         let device = self.view.device();
-        check_stream_for(device, stream.as_ref())?;
+        honour_stream(self, stream.as_ref())?;
         let max_version = int_pair(max_version.as_ref(), "max_version")?;
         let dl_device = int_pair(dl_device.as_ref(), "dl_device")?;
         if let Some((kind, id)) = dl_device {
@@ -135,7 +182,8 @@ impl PyTensor {
     fn __array_interface__<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let view = &self.view;
         if !view.device().is_host_accessible() {
-            return Err(PyBufferError::new_err(format!(
+            // AttributeError, so hasattr() is False and NumPy does not try to use it.
+            return Err(PyAttributeError::new_err(format!(
                 "{} data has no __array_interface__; use DLPack or the CUDA array interface",
                 view.device()
             )));
@@ -158,6 +206,41 @@ impl PyTensor {
         let strides: Vec<i64> = view.strides().iter().map(|s| s * item).collect();
         dict.set_item(intern!(py, "strides"), PyTuple::new(py, strides)?)?;
         Ok(dict)
+    }
+
+    /// The CUDA array interface (v3, with the producing stream) of CUDA data.
+    #[getter]
+    fn __cuda_array_interface__<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        if self.view.device().kind != DeviceKind::Cuda {
+            return Err(PyAttributeError::new_err(format!(
+                "{} data has no __cuda_array_interface__",
+                self.view.device()
+            )));
+        }
+        crate::cuda::interface(py, self)
+    }
+
+    /// The stream whose queued work produces this CUDA data (DLPack numbering).
+    #[getter(stream)]
+    fn stream_value(&self) -> usize {
+        self.stream()
+    }
+
+    /// Declares that work queued on `stream` writes this CUDA data: consumers on other
+    /// streams will wait for it.
+    fn set_stream(&self, stream: usize) -> PyResult<()> {
+        if self.view.device().kind != DeviceKind::Cuda {
+            return Err(PyValueError::new_err(
+                "only CUDA data has a producing stream",
+            ));
+        }
+        if stream == 0 {
+            return Err(PyValueError::new_err(
+                "stream 0 is ambiguous; use 1 for the legacy default stream",
+            ));
+        }
+        self.stream.store(stream, Ordering::Release);
+        Ok(())
     }
 
     /// A NumPy array over the same memory (no copy). Read-only tensors give read-only arrays.

@@ -5,6 +5,8 @@
 //! `dlpack` (the C ABI, export and import).
 
 pub mod buffer;
+#[cfg(feature = "cuda")]
+pub mod cuda;
 pub mod device;
 pub mod dlpack;
 pub mod dtype;

@@ -1,0 +1,212 @@
+//! CUDA through cudarc's driver bindings, loaded at run time (feature `cuda`): availability,
+//! the devices' primary contexts (the ones PyTorch, CuPy and JAX use, so their pointers are
+//! valid here), device memory resources, and stream ordering with events.
+//!
+//! DLPack stream values are used as CUDA driver stream handles: 1 is the legacy default
+//! stream (`CU_STREAM_LEGACY`), 2 the per-thread default stream (`CU_STREAM_PER_THREAD`),
+//! anything larger a `CUstream`.
+
+use std::ffi::c_void;
+use std::ptr::NonNull;
+use std::sync::OnceLock;
+
+use cudarc::driver::{result, sys};
+
+use crate::device::Device;
+use crate::error::{Error, Result};
+use crate::memory::{MemoryResource, Stream};
+
+/// The legacy default stream as DLPack and the CUDA array interface number it.
+pub const LEGACY_STREAM: Stream = Stream(1);
+
+fn driver_error(what: &str, err: result::DriverError) -> Error {
+    Error::InvalidArgument {
+        what: format!("CUDA {what}"),
+        reason: format!("{err:?}"),
+    }
+}
+
+/// True when libcuda loads, initialises and reports at least one device.
+pub fn is_available() -> bool {
+    device_count() > 0
+}
+
+/// Devices the driver reports (0 without a driver or GPU).
+pub fn device_count() -> usize {
+    static COUNT: OnceLock<usize> = OnceLock::new();
+    *COUNT.get_or_init(|| {
+        // SAFETY: only asks the loader whether libcuda can be opened.
+        if !unsafe { sys::is_culib_present() } {
+            return 0;
+        }
+        if result::init().is_err() {
+            return 0;
+        }
+        result::device::get_count()
+            .map(|n| n.max(0) as usize)
+            .unwrap_or(0)
+    })
+}
+
+/// Makes device `ordinal`'s primary context current on this thread (retained once per
+/// device for the life of the process).
+pub fn bind(ordinal: i32) -> Result<()> {
+    const MAX_DEVICES: usize = 64;
+    static CONTEXTS: OnceLock<Vec<OnceLock<usize>>> = OnceLock::new();
+    let count = device_count();
+    if ordinal < 0 || ordinal as usize >= count {
+        return Err(Error::InvalidArgument {
+            what: "CUDA device".into(),
+            reason: format!("cuda:{ordinal} does not exist ({count} device(s) visible)"),
+        });
+    }
+    let slots = CONTEXTS.get_or_init(|| (0..MAX_DEVICES).map(|_| OnceLock::new()).collect());
+    let slot = slots
+        .get(ordinal as usize)
+        .ok_or_else(|| Error::InvalidArgument {
+            what: "CUDA device".into(),
+            reason: format!("cuda:{ordinal} is beyond the {MAX_DEVICES} devices zerohop handles"),
+        })?;
+    let ctx = match slot.get() {
+        Some(&ctx) => ctx,
+        None => {
+            let dev = result::device::get(ordinal).map_err(|e| driver_error("device", e))?;
+            // SAFETY: `dev` came from cuDeviceGet; the retained context lives for the process.
+            let ctx = unsafe { result::primary_ctx::retain(dev) }
+                .map_err(|e| driver_error("primary context", e))?;
+            *slot.get_or_init(|| ctx as usize)
+        }
+    };
+    // SAFETY: `ctx` is a retained primary context, never released.
+    unsafe { result::ctx::set_current(ctx as sys::CUcontext) }
+        .map_err(|e| driver_error("set context", e))
+}
+
+fn stream_handle(stream: Stream) -> sys::CUstream {
+    stream.0 as sys::CUstream
+}
+
+/// Makes `consumer` wait for the work queued so far on `producer`, without blocking the
+/// host: an event recorded on the producer, waited on by the consumer. Same stream: nothing.
+pub fn order_streams(device: i32, producer: Stream, consumer: Stream) -> Result<()> {
+    if producer == consumer {
+        return Ok(());
+    }
+    bind(device)?;
+    let event = result::event::create(sys::CUevent_flags::CU_EVENT_DISABLE_TIMING)
+        .map_err(|e| driver_error("event", e))?;
+    // SAFETY: the event is fresh; the streams are handles the caller vouches for (DLPack
+    // stream arguments or zerohop's own); destroying an event with a pending wait is allowed
+    // (the driver releases it once the wait is satisfied).
+    let outcome = unsafe {
+        result::event::record(event, stream_handle(producer))
+            .and_then(|()| {
+                result::stream::wait_event(
+                    stream_handle(consumer),
+                    event,
+                    sys::CUevent_wait_flags::CU_EVENT_WAIT_DEFAULT,
+                )
+            })
+            .map_err(|e| driver_error("stream wait", e))
+    };
+    // SAFETY: created above, not used after this.
+    unsafe { result::event::destroy(event) }.map_err(|e| driver_error("event destroy", e))?;
+    outcome
+}
+
+/// Blocks the host until `stream` has finished its queued work.
+pub fn synchronize(device: i32, stream: Stream) -> Result<()> {
+    bind(device)?;
+    // SAFETY: a handle the caller vouches for.
+    unsafe { result::stream::synchronize(stream_handle(stream)) }
+        .map_err(|e| driver_error("stream synchronize", e))
+}
+
+/// The device a CUDA pointer belongs to (the CUDA array interface carries none).
+pub fn pointer_device(ptr: usize) -> Result<i32> {
+    if !is_available() {
+        return Err(Error::InvalidArgument {
+            what: "CUDA pointer".into(),
+            reason: format!("0x{ptr:x}: CUDA is not available on this machine (no driver or GPU)"),
+        });
+    }
+    let mut ordinal: i32 = -1;
+    // SAFETY: writes one int; the driver validates the pointer and reports errors.
+    unsafe {
+        sys::cuPointerGetAttribute(
+            &mut ordinal as *mut i32 as *mut c_void,
+            sys::CUpointer_attribute::CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
+            ptr as sys::CUdeviceptr,
+        )
+        .result()
+    }
+    .map_err(|e| driver_error(&format!("pointer 0x{ptr:x}"), e))?;
+    Ok(ordinal)
+}
+
+/// Device memory from `cuMemAlloc` on the device's primary context. Freed synchronously.
+#[derive(Debug)]
+pub struct CudaDeviceResource {
+    ordinal: i32,
+}
+
+impl CudaDeviceResource {
+    pub fn new(ordinal: i32) -> Result<Self> {
+        bind(ordinal)?;
+        Ok(CudaDeviceResource { ordinal })
+    }
+}
+
+/// cuMemAlloc's pointers are aligned to at least this.
+pub const CUDA_ALIGNMENT: usize = 256;
+
+impl MemoryResource for CudaDeviceResource {
+    fn allocate(&self, bytes: usize, align: usize, _stream: Stream) -> Result<NonNull<u8>> {
+        if align > CUDA_ALIGNMENT {
+            return Err(Error::InvalidArgument {
+                what: "alignment".into(),
+                reason: format!("{align} exceeds the {CUDA_ALIGNMENT} bytes cuMemAlloc gives"),
+            });
+        }
+        bind(self.ordinal)?;
+        // SAFETY: the context is current; the size is non-zero.
+        let ptr = unsafe { result::malloc_sync(bytes.max(1)) }.map_err(|e| Error::OutOfMemory {
+            requested: bytes,
+            device: self.device(),
+            reason: format!("{e:?}"),
+        })?;
+        NonNull::new(ptr as *mut u8).ok_or_else(|| Error::OutOfMemory {
+            requested: bytes,
+            device: self.device(),
+            reason: "cuMemAlloc returned NULL".into(),
+        })
+    }
+
+    unsafe fn deallocate(&self, ptr: NonNull<u8>, _bytes: usize, _align: usize, stream: Stream) {
+        if bind(self.ordinal).is_err() {
+            return;
+        }
+        // Work queued on `stream` may still use the block: let it finish first.
+        // SAFETY: per the trait contract the block came from `allocate` here; the stream is
+        // the one it was used on.
+        unsafe {
+            let _ = result::stream::synchronize(stream_handle(stream));
+            let _ = result::free_sync(ptr.as_ptr() as sys::CUdeviceptr);
+        }
+    }
+
+    fn device(&self) -> Device {
+        Device::cuda(self.ordinal)
+    }
+}
+
+/// Sets `bytes` bytes at `ptr` on `device` to zero (synchronously).
+///
+/// # Safety
+/// `ptr..ptr+bytes` must be device memory of `device`.
+pub unsafe fn memset_zero(device: i32, ptr: *mut u8, bytes: usize) -> Result<()> {
+    bind(device)?;
+    // SAFETY: per the caller's contract.
+    unsafe { result::memset_d8_sync(ptr as sys::CUdeviceptr, 0, bytes) }
+        .map_err(|e| driver_error("memset", e))
+}

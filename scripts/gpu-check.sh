@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Runs on the GPU machine (see DEVELOPERS.md): installs the wheel carried in .carry/, runs the
+# GPU test suite and the CPU suite against the GPU box's own torch/CuPy/JAX/Numba, then the
+# GPU benches. Everything it writes goes under $OUT (default out/gpu).
+#   build here:  maturin build --release -o .carry   (then carry .carry)
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-out/gpu}
+mkdir -p "$OUT"
+PY=${PYTHON:-python3}
+export PYTHONUNBUFFERED=1
+rm -rf /tmp/zerohop-site
+$PY -m pip install -q --no-index --no-deps --target /tmp/zerohop-site .carry/zerohop-*.whl || exit 1
+export PYTHONPATH=/tmp/zerohop-site
+{
+  date -u
+  nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
+  $PY -c 'import sys, torch, cupy, jax, numba, numpy; print(sys.version.split()[0], "torch", torch.__version__, "cupy", cupy.__version__, "jax", jax.__version__, "numba", numba.__version__, "numpy", numpy.__version__)'
+  $PY -c 'import zerohop, zerohop.cuda as c; print("zerohop", zerohop.__version__, "cuda available:", c.is_available(), "devices:", c.device_count())'
+} 2>&1 | tee "$OUT/device.txt"
+# The suites run from a copy of tests/ so the repository's python/ folder is not imported.
+rm -rf /tmp/zerohop-tests && cp -r tests /tmp/zerohop-tests
+status=0
+$PY -m pytest -q -p no:cacheprovider /tmp/zerohop-tests/gpu 2>&1 | tee "$OUT/pytest-gpu.log" || status=1
+$PY -m pytest -q -p no:cacheprovider /tmp/zerohop-tests -k "not lifetimes and not ecg" \
+  --ignore=/tmp/zerohop-tests/gpu 2>&1 | tail -15 | tee "$OUT/pytest-cpu.log" || status=1
+$PY bench/gpu_dlpack.py --out "$OUT/gpu_dlpack.md" 2>&1 | tee "$OUT/bench.log" || status=1
+exit $status

@@ -1,0 +1,122 @@
+"""CUDA hand-offs on a GPU machine: pointer identity across zerohop, torch, CuPy, JAX and
+Numba; stream ordering that fails without zerohop's event wait; the CUDA array interface.
+Skipped where there is no CUDA device (CI)."""
+
+import numpy as np
+import pytest
+
+import zerohop
+import zerohop.cuda
+
+torch = pytest.importorskip("torch")
+pytestmark = pytest.mark.skipif(
+    not (zerohop.cuda.is_available() and torch.cuda.is_available()),
+    reason="needs a CUDA GPU and a CUDA build of torch",
+)
+
+
+def filled(n=1024, dtype="float32"):
+    t = zerohop.zeros((n,), dtype, device="cuda:0")
+    torch.from_dlpack(t).copy_(torch.arange(n, dtype=getattr(torch, dtype), device="cuda"))
+    return t
+
+
+def test_zerohop_device_memory_reaches_every_framework_by_pointer():
+    t = filled()
+    assert t.device == "cuda:0" and t.__dlpack_device__() == (2, 0)
+    x = torch.from_dlpack(t)
+    assert x.is_cuda and x.data_ptr() == t.data_ptr
+    cupy = pytest.importorskip("cupy")
+    c = cupy.from_dlpack(t)
+    assert c.data.ptr == t.data_ptr
+    assert float(c[5]) == 5.0
+    c2 = cupy.asarray(t)  # through __cuda_array_interface__
+    assert c2.data.ptr == t.data_ptr
+    numba_cuda = pytest.importorskip("numba.cuda")
+    nb = numba_cuda.as_cuda_array(t)
+    assert nb.device_ctypes_pointer.value == t.data_ptr
+    jnp = pytest.importorskip("jax.numpy")
+    j = jnp.from_dlpack(t)
+    assert j.unsafe_buffer_pointer() == t.data_ptr
+    assert float(j[7]) == 7.0
+
+
+def test_framework_device_memory_comes_back_by_pointer():
+    x = torch.arange(4096, dtype=torch.float32, device="cuda")
+    t = zerohop.from_dlpack(x)
+    assert t.device == "cuda:0" and t.data_ptr == x.data_ptr()
+    assert torch.from_dlpack(t).data_ptr() == x.data_ptr()
+    cupy = pytest.importorskip("cupy")
+    c = cupy.arange(100, dtype=cupy.float64)
+    tc = zerohop.from_dlpack(c)
+    assert tc.data_ptr == c.data.ptr
+    via_cai = zerohop.cuda.from_cuda_array_interface(c)
+    assert via_cai.data_ptr == c.data.ptr and via_cai.shape == (100,)
+    numba_cuda = pytest.importorskip("numba.cuda")
+    nb = numba_cuda.to_device(np.arange(10, dtype=np.int32))
+    tn = zerohop.from_dlpack(nb) if hasattr(nb, "__dlpack__") else zerohop.cuda.from_cuda_array_interface(nb)
+    assert tn.data_ptr == nb.device_ctypes_pointer.value
+    assert torch.from_dlpack(tn).tolist() == list(range(10))
+
+
+def test_strided_device_views_keep_their_strides():
+    x = torch.arange(60, dtype=torch.float32, device="cuda").reshape(6, 10).t()[::2]
+    t = zerohop.from_dlpack(x)
+    assert t.strides == x.stride() and t.data_ptr == x.data_ptr()
+    y = torch.from_dlpack(t)
+    assert y.stride() == x.stride() and torch.equal(y, x)
+    cai = t.__cuda_array_interface__
+    assert cai["version"] == 3 and cai["strides"] == tuple(s * 4 for s in x.stride())
+
+
+def test_consumer_stream_waits_for_the_producer_stream():
+    n = 1 << 22
+    producer, consumer = torch.cuda.Stream(), torch.cuda.Stream()
+
+    def produce():
+        t = zerohop.zeros((n,), "float32", device="cuda:0")
+        x = torch.from_dlpack(t)
+        torch.cuda.synchronize()
+        with torch.cuda.stream(producer):
+            torch.cuda._sleep(500_000_000)  # keep the producer busy for a long while
+            x.fill_(1.0)
+        t.set_stream(producer.cuda_stream)
+        return t
+
+    # With zerohop's event wait: the consumer sees the finished data.
+    t = produce()
+    with torch.cuda.stream(consumer):
+        seen = torch.from_dlpack(t).sum()  # torch passes its current stream
+    consumer.synchronize()
+    assert seen.item() == n
+
+    # Without it (stream=-1, "no synchronisation"): the consumer reads too early.
+    t = produce()
+    with torch.cuda.stream(consumer):
+        early = torch.from_dlpack(t.__dlpack__(stream=-1)).sum()
+    consumer.synchronize()
+    torch.cuda.synchronize()
+    assert early.item() < n, "the race did not show: the wait above proved nothing"
+
+
+def test_cuda_array_interface_export_and_stream_values():
+    t = filled(16)
+    cai = t.__cuda_array_interface__
+    assert cai["data"] == (t.data_ptr, False) and cai["typestr"] == "<f4"
+    assert cai["stream"] == 1 and cai["strides"] is None
+    with pytest.raises(ValueError, match="ambiguous"):
+        t.__dlpack__(stream=0)
+    t.__dlpack__(stream=1)
+    t.__dlpack__(stream=2)
+    t.__dlpack__(stream=-1)
+    host = zerohop.zeros((4,))
+    assert not hasattr(host, "__cuda_array_interface__")
+    assert not hasattr(t, "__array_interface__")
+
+
+def test_device_data_is_not_host_data():
+    t = filled(8)
+    with pytest.raises(BufferError):
+        np.from_dlpack(t)
+    with pytest.raises(BufferError, match="does not copy across devices"):
+        t.__dlpack__(max_version=(1, 3), dl_device=(1, 0))

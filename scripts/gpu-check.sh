@@ -2,7 +2,9 @@
 # Runs on the GPU machine (see DEVELOPERS.md): installs the wheel carried in .carry/, runs the
 # GPU test suite and the CPU suite against the GPU box's own torch/CuPy/JAX/Numba, then the
 # GPU benches. Everything it writes goes under $OUT (default out/gpu).
-#   build here:  maturin build --release -o .carry   (then carry .carry)
+#   build here:  maturin build --release -o .carry
+#                cargo build --release -p zerohop --features cuda --example cuda_pool_bench
+#                cp target/release/examples/cuda_pool_bench .carry/   (then carry .carry)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-out/gpu}
@@ -25,4 +27,7 @@ $PY -m pytest -q -p no:cacheprovider /tmp/zerohop-tests/gpu 2>&1 | tee "$OUT/pyt
 $PY -m pytest -q -p no:cacheprovider /tmp/zerohop-tests -k "not lifetimes and not ecg" \
   --ignore=/tmp/zerohop-tests/gpu 2>&1 | tail -15 | tee "$OUT/pytest-cpu.log" || status=1
 $PY bench/gpu_dlpack.py --out "$OUT/gpu_dlpack.md" 2>&1 | tee "$OUT/bench.log" || status=1
+if [ -x .carry/cuda_pool_bench ]; then
+  .carry/cuda_pool_bench 2>&1 | tee "$OUT/cuda_pool.md" || status=1
+fi
 exit $status

@@ -83,20 +83,27 @@ def test_consumer_stream_waits_for_the_producer_stream():
         t.set_stream(producer.cuda_stream)
         return t
 
-    # With zerohop's event wait: the consumer sees the finished data.
-    t = produce()
+    # Nothing may synchronise the device between the producer's work and the consumer's read,
+    # or the race this test must show would hide: tensors stay alive to the end (cuMemFree
+    # synchronises), and the consumer stream's allocator is warmed up (a first cudaMalloc
+    # synchronises too).
     with torch.cuda.stream(consumer):
-        seen = torch.from_dlpack(t).sum()  # torch passes its current stream
-    consumer.synchronize()
-    assert seen.item() == n
-
-    # Without it (stream=-1, "no synchronisation"): the consumer reads too early.
-    t = produce()
+        torch.ones(n, device="cuda").sum().item()
+    # Without zerohop's wait (stream=-1, "no synchronisation"): the consumer reads too early.
+    racy = produce()
     with torch.cuda.stream(consumer):
-        early = torch.from_dlpack(t.__dlpack__(stream=-1)).sum()
+        early = torch.from_dlpack(racy.__dlpack__(stream=-1)).sum()
     consumer.synchronize()
     torch.cuda.synchronize()
-    assert early.item() < n, "the race did not show: the wait above proved nothing"
+    assert early.item() < n, "the race did not show, so the next check would prove nothing"
+
+    # With it: the consumer's stream waits on an event recorded on the producer's stream.
+    ordered = produce()
+    with torch.cuda.stream(consumer):
+        seen = torch.from_dlpack(ordered).sum()  # torch passes its current stream
+    consumer.synchronize()
+    assert seen.item() == n
+    del racy, ordered
 
 
 def test_cuda_array_interface_export_and_stream_values():

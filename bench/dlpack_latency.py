@@ -12,19 +12,12 @@ import argparse
 import datetime
 import os
 import platform
-import statistics
 import sys
-import timeit
 
 import numpy as np
 
 import zerohop
-
-
-def median_call_us(fn, number, repeat):
-    fn()  # warm up: first calls import and cache
-    samples = timeit.repeat(fn, number=number, repeat=repeat)
-    return statistics.median(samples) / number * 1e6
+from benchlib import emit, median_us
 
 
 def main():
@@ -63,7 +56,7 @@ def main():
             if consumer_name == "zerohop.from_dlpack" and producer_name == "zerohop":
                 times[producer_name] = None  # same object: not a hand-off
                 continue
-            times[producer_name] = median_call_us(lambda: consume(producer), number, args.repeat)
+            times[producer_name] = median_us(lambda: consume(producer), number, args.repeat)
         peers = [v for k, v in times.items() if k != "zerohop" and v is not None]
         ratio = times["zerohop"] / min(peers) if times["zerohop"] is not None else None
         rows.append((consumer_name, times, ratio))
@@ -87,11 +80,7 @@ def main():
             f"| {consumer_name} | {fmt(times['zerohop'])} | {fmt(times['numpy'])} | "
             f"{fmt(times['torch'])} | {'—' if ratio is None else f'{ratio:.2f}×'} |"
         )
-    table = "\n".join(lines)
-    print(table)
-    if args.out:
-        with open(args.out, "w") as f:
-            f.write(table + "\n")
+    emit(lines, args.out)
 
 
 if __name__ == "__main__":

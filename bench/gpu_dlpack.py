@@ -11,19 +11,16 @@ fast as the fastest peer hand-off; the pool ≥ 1000× faster than cudaMalloc/cu
 
 import argparse
 import datetime
-import statistics
-import timeit
 
 import torch
 
 import zerohop
 import zerohop.memory as zm
+from benchlib import emit, median_us
 
 
-def us(fn, number, repeat=7):
-    fn()
-    torch.cuda.synchronize()
-    return statistics.median(timeit.repeat(fn, number=number, repeat=repeat)) / number * 1e6
+def us(fn, number):
+    return median_us(fn, number, sync=torch.cuda.synchronize)
 
 
 def main():
@@ -77,11 +74,7 @@ def main():
     lines += ["| alloc+free | zerohop Pool | cudaMalloc+cudaFree | torch caching | cudaMalloc / Pool |",
               "|---|---|---|---|---|"]
     lines += [f"| {label} | {p:.2f} | {c:.2f} | {t:.2f} | {c / p:.0f}× |" for label, p, c, t in alloc_rows]
-    text = "\n".join(lines)
-    print(text)
-    if args.out:
-        with open(args.out, "w") as f:
-            f.write(text + "\n")
+    emit(lines, args.out)
 
 
 if __name__ == "__main__":

@@ -10,18 +10,12 @@ import argparse
 import datetime
 import os
 import platform
-import statistics
-import timeit
 
 import numpy as np
 import torch
 
 import zerohop
-
-
-def per_call_us(fn, number, repeat=7):
-    fn()
-    return statistics.median(timeit.repeat(fn, number=number, repeat=repeat)) / number * 1e6
+from benchlib import emit, median_us
 
 
 def main():
@@ -48,7 +42,7 @@ def main():
         ("64 NumPy columns → 4 grouped torch tensors (np.stack: copies)",
          lambda: [torch.from_numpy(np.stack(g, axis=1)) for g in grouped_columns], 200),
     ]
-    results = [(label, per_call_us(fn, number)) for label, fn, number in rows]
+    results = [(label, median_us(fn, number)) for label, fn, number in rows]
     base = results[3][1]
     lines = [
         "# Tensor maps: 64-column table → framework tensors (µs per call, median of 7)",
@@ -68,11 +62,7 @@ def main():
         "map returns 4 strided views of the table with no copy; the NumPy equivalent must "
         "stack (copy) the columns.",
     ]
-    text = "\n".join(lines)
-    print(text)
-    if args.out:
-        with open(args.out, "w") as f:
-            f.write(text + "\n")
+    emit(lines, args.out)
 
 
 if __name__ == "__main__":

@@ -151,10 +151,6 @@ fn parse_plain_decimal(bytes: &[u8]) -> Option<f32> {
     Some(if negative { -value } else { value })
 }
 
-fn trim_ascii(field: &[u8]) -> &[u8] {
-    field.trim_ascii()
-}
-
 fn lines(chunk: &[u8]) -> impl Iterator<Item = &[u8]> {
     chunk
         .split(|&b| b == b'\n')
@@ -321,7 +317,7 @@ pub fn parse_csv(data: &[u8], path: &Path, options: &CsvOptions) -> Result<SoaTa
                 for (field_index, field) in fields.enumerate() {
                     count += 1;
                     if next_selected < selected.len() && selected[next_selected] == field_index {
-                        let raw = trim_ascii(field);
+                        let raw = field.trim_ascii();
                         let value = if raw.is_empty() {
                             match options.empty {
                                 EmptyField::Error => {

@@ -75,9 +75,7 @@ pub fn ricker(width: usize) -> Vec<f32> {
 
 /// A fresh, zero-filled host tensor of `len` elements of `T` from the current resource.
 fn alloc<T: Element>(len: usize) -> Result<TensorView> {
-    let bytes = len * std::mem::size_of::<T>();
-    let buffer = Buffer::zeroed_host(bytes, DEFAULT_ALIGNMENT)?;
-    Ok(TensorView::from_buffer(buffer, T::DTYPE, &[len as i64])?)
+    Ok(TensorView::zeros(T::DTYPE, &[len as i64])?)
 }
 
 /// The elements of a tensor `segment` just allocated.

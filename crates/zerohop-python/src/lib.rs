@@ -15,7 +15,7 @@ use pyo3::exceptions::PyBufferError;
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyCapsule, PyDict};
-use zerohop::{Buffer, DType, TensorView, DEFAULT_ALIGNMENT};
+use zerohop::{DType, TensorView};
 
 use crate::errors::IntoPyResult;
 use crate::tensor::PyTensor;
@@ -103,15 +103,7 @@ fn zeros(shape: Vec<i64>, dtype: &str, device: &str) -> PyResult<PyTensor> {
             "zeros on {device}: zerohop allocates on cpu and cuda:N"
         )));
     }
-    let numel = zerohop::tensor::checked_numel(&shape).py()?;
-    let bytes = numel.checked_mul(dtype.itemsize()).ok_or_else(|| {
-        pyo3::exceptions::PyMemoryError::new_err(format!("shape {shape:?} of {dtype} is too large"))
-    })?;
-    let buffer = Buffer::zeroed_host(bytes, DEFAULT_ALIGNMENT).py()?;
-    Ok(PyTensor::new(
-        TensorView::from_buffer(buffer, dtype, &shape).py()?,
-        false,
-    ))
+    Ok(PyTensor::new(TensorView::zeros(dtype, &shape).py()?, false))
 }
 
 #[pymodule]

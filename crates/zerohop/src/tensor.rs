@@ -180,6 +180,16 @@ impl TensorView {
         })
     }
 
+    /// A zero-filled, compact host tensor in fresh memory from the current host resource,
+    /// 128-byte aligned: every host tensor zerohop creates starts here.
+    pub fn zeros(dtype: DType, shape: &[i64]) -> Result<Self> {
+        let numel = checked_numel(shape)?;
+        let bytes = numel.checked_mul(dtype.itemsize()).ok_or_else(|| {
+            Error::InvalidTensor(format!("shape {shape:?} of {dtype} overflows a byte count"))
+        })?;
+        Self::from_buffer(Buffer::zeroed_host(bytes, DEFAULT_ALIGNMENT)?, dtype, shape)
+    }
+
     /// Copies `values` into a new 128-byte-aligned host buffer shaped `shape`.
     pub fn from_slice<T: Element>(values: &[T], shape: &[i64]) -> Result<Self> {
         let numel = checked_numel(shape)?;
@@ -189,13 +199,17 @@ impl TensorView {
                 reason: format!("{shape:?} holds {numel} elements, {} given", values.len()),
             });
         }
-        let bytes = std::mem::size_of_val(values);
-        let buffer = Buffer::zeroed_host(bytes, DEFAULT_ALIGNMENT)?;
-        // SAFETY: the fresh buffer has `bytes` bytes and does not overlap `values`.
+        let out = Self::zeros(T::DTYPE, shape)?;
+        // SAFETY: the fresh tensor holds exactly `values.len()` elements of T and does not
+        // overlap `values`.
         unsafe {
-            std::ptr::copy_nonoverlapping(values.as_ptr() as *const u8, buffer.as_ptr(), bytes)
+            std::ptr::copy_nonoverlapping(
+                values.as_ptr() as *const u8,
+                out.data,
+                std::mem::size_of_val(values),
+            )
         };
-        Self::from_buffer(buffer, T::DTYPE, shape)
+        Ok(out)
     }
 
     /// Builds a view from raw parts after validating the layout.
@@ -500,8 +514,8 @@ impl TensorView {
             });
         }
         let item = self.dtype.itemsize();
-        let buffer = Buffer::zeroed_host(self.nbytes(), DEFAULT_ALIGNMENT)?;
-        let mut dst = buffer.as_ptr();
+        let mut out = TensorView::zeros(self.dtype, &self.shape)?;
+        let mut dst = out.data;
         let src = self.data as *const u8;
         for_each_offset(&self.shape, &self.strides, |offset| {
             // SAFETY: source offsets lie inside the validated layout; the destination walks a
@@ -515,7 +529,6 @@ impl TensorView {
                 dst = dst.add(item);
             }
         });
-        let mut out = TensorView::from_buffer(buffer, self.dtype, &self.shape)?;
         out.readonly = self.readonly;
         Ok(out)
     }
@@ -569,6 +582,17 @@ mod tests {
         assert!(row.as_slice::<i32>().is_ok());
         assert!(t.slice_axis(1, 2, 5, 1).is_err());
         assert!(t.slice_axis(3, 0, 1, 1).is_err());
+    }
+
+    #[test]
+    fn zeros_are_aligned_compact_and_checked() {
+        let z = TensorView::zeros(DType::F64, &[3, 2]).unwrap();
+        assert_eq!((z.shape(), z.strides()), (&[3i64, 2][..], &[2i64, 1][..]));
+        assert_eq!(z.data_ptr() as usize % DEFAULT_ALIGNMENT, 0);
+        assert_eq!(z.to_vec::<f64>().unwrap(), vec![0.0; 6]);
+        let err = TensorView::zeros(DType::F64, &[1 << 61, 2]).unwrap_err();
+        assert!(err.to_string().contains("overflows a byte count"), "{err}");
+        assert!(TensorView::zeros(DType::F32, &[-1]).is_err());
     }
 
     #[test]

@@ -13,10 +13,8 @@
 
 use super::schema::ColumnKind;
 use super::table::{matrix_strides, SoaTable};
-use crate::buffer::Buffer;
 use crate::dtype::DType;
 use crate::error::{Error, Result};
-use crate::memory::DEFAULT_ALIGNMENT;
 use crate::tensor::{for_each_offset, TensorView};
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -249,9 +247,8 @@ fn gather(table: &SoaTable, indices: &[usize], dtype: DType, shape: &[i64]) -> R
         });
     }
     let item = dtype.itemsize();
-    let numel = crate::tensor::checked_numel(shape)?;
-    let buffer = Buffer::zeroed_host(numel * item, DEFAULT_ALIGNMENT)?;
-    let out = TensorView::from_buffer(buffer, dtype, shape)?;
+    let out = TensorView::zeros(dtype, shape)?;
+    let numel = out.numel();
     let k = indices.len();
     let per_row = numel / (table.len().max(1)) / k.max(1);
     let dst = out.data_ptr();

@@ -2,8 +2,10 @@
 //!
 //! Layers, each depending only on those above it:
 //! `memory` (resources) → `buffer` (owned allocations) → `tensor` (strided views) →
-//! `dlpack` (the C ABI, export and import).
+//! `dlpack` (the C ABI, export and import) and `arrow` (feature `arrow`) → `soa` (tables).
 
+#[cfg(feature = "arrow")]
+pub mod arrow;
 pub mod buffer;
 #[cfg(feature = "cuda")]
 pub mod cuda;

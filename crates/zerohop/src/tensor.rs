@@ -376,6 +376,14 @@ impl TensorView {
         Ok(out)
     }
 
+    /// The sub-tensor at `index` along `axis`, one dimension fewer, sharing memory.
+    pub fn select(&self, axis: usize, index: i64) -> Result<Self> {
+        let mut out = self.slice_axis(axis, index, index + 1, 1)?;
+        out.shape.remove(axis);
+        out.strides.remove(axis);
+        Ok(out)
+    }
+
     fn check_typed_host<T: Element>(&self) -> Result<()> {
         if !self.device.is_host_accessible() {
             return Err(Error::NotHostAccessible {

@@ -1,5 +1,9 @@
 //! Structure-of-arrays tables (the CMS SoA layout) and tensor maps over them.
 
+#[cfg(feature = "arrow")]
+mod arrow;
+#[cfg(all(test, feature = "arrow"))]
+mod arrow_tests;
 mod layout;
 mod schema;
 mod table;
@@ -7,6 +11,8 @@ mod tensormap;
 #[cfg(test)]
 mod tests;
 
+#[cfg(feature = "arrow")]
+pub use arrow::{tensor_dtype_of, ArrowExport};
 pub use layout::{ColumnLayout, Layout, SOA_DEFAULT_ALIGNMENT};
 pub use schema::{ColumnKind, ColumnSpec, ComponentOrder, Schema, SchemaBuilder};
 pub use table::SoaTable;

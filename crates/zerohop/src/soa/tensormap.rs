@@ -18,10 +18,10 @@ use crate::error::{Error, Result};
 use crate::tensor::{for_each_offset, TensorView};
 
 #[derive(Clone, Debug, PartialEq, Eq)]
-struct Group {
-    name: String,
-    columns: Vec<String>,
-    materialize_scalars: bool,
+pub(super) struct Group {
+    pub(super) name: String,
+    pub(super) columns: Vec<String>,
+    pub(super) materialize_scalars: bool,
 }
 
 /// A validated spec: named groups of columns, in output order.
@@ -119,6 +119,10 @@ pub struct MappedTensor {
 impl TensorMap {
     pub fn builder() -> TensorMapBuilder {
         TensorMapBuilder::default()
+    }
+
+    pub(super) fn groups(&self) -> &[Group] {
+        &self.groups
     }
 
     pub fn names(&self) -> Vec<&str> {

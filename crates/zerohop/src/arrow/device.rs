@@ -1,0 +1,332 @@
+//! The Arrow C device data interface: `ArrowDeviceArray`, for arrays whose buffers live in
+//! device memory. arrow-rs has no device support and treats every buffer as host memory, so
+//! device arrays never go through its importer; this module builds and reads them itself and
+//! never dereferences a buffer pointer.
+//!
+//! Synchronisation is the caller's: an exporter passes the `sync_event` it recorded (and an
+//! owner that frees the event, dropped in `release`); an importer must make its stream wait on
+//! the event it gets back before touching the data.
+
+use std::ffi::c_void;
+use std::sync::Arc;
+
+use arrow_array::ffi::{FFI_ArrowArray, FFI_ArrowSchema};
+use arrow_data::ArrayData;
+use arrow_schema::{DataType, Field, Fields};
+
+use super::column::share_as_arrow_buffer;
+use super::ffi_check::{check_array, raw, RawArrowArray};
+use super::types::{arrow_type_of, dtype_of_arrow};
+use crate::buffer::Owner;
+use crate::device::Device;
+use crate::error::{Error, Result};
+use crate::tensor::{compact_strides, TensorView};
+
+/// `struct ArrowDeviceArray` of the C device data interface.
+#[repr(C)]
+#[derive(Debug)]
+pub struct FFI_ArrowDeviceArray {
+    pub array: FFI_ArrowArray,
+    pub device_id: i64,
+    /// The DLPack device type code (the two specs share them).
+    pub device_type: i32,
+    /// A pointer *to* the event (`cudaEvent_t*`), or NULL when the data is ready.
+    pub sync_event: *mut c_void,
+    /// Must be zero.
+    pub reserved: [i64; 3],
+}
+
+const _: () = assert!(std::mem::size_of::<FFI_ArrowDeviceArray>() == 128);
+
+impl FFI_ArrowDeviceArray {
+    /// A released (empty) struct, for a producer to fill in.
+    pub fn empty() -> Self {
+        FFI_ArrowDeviceArray {
+            array: FFI_ArrowArray::empty(),
+            device_id: -1,
+            device_type: 0,
+            sync_event: std::ptr::null_mut(),
+            reserved: [0; 3],
+        }
+    }
+}
+
+/// The event a consumer must wait on, with whatever frees it.
+pub struct SyncEvent {
+    /// Points to the event handle (`cudaEvent_t*`), and stays valid while `owner` lives.
+    pub pointer: *mut c_void,
+    pub owner: Owner,
+}
+
+fn bad(what: &str, reason: impl Into<String>) -> Error {
+    Error::InvalidArgument {
+        what: what.to_string(),
+        reason: reason.into(),
+    }
+}
+
+/// ArrayData over a compact device tensor: primitive for (n,), FixedSizeLists for more
+/// dimensions. Built unchecked because validation would read the buffers.
+fn device_array_data(view: &TensorView, what: &str) -> Result<ArrayData> {
+    if view.ndim() == 0 || !view.is_contiguous() {
+        return Err(bad(
+            what,
+            format!(
+                "shape {:?} strides {:?}: device arrays are exported from compact tensors of \
+                 at least one dimension (no copies are made on the device)",
+                view.shape(),
+                view.strides()
+            ),
+        ));
+    }
+    let data_type = arrow_type_of(view.dtype())?;
+    let values = share_as_arrow_buffer(view)?;
+    let numel = view.numel();
+    // SAFETY: a primitive array of `numel` elements over a buffer of exactly that many; no
+    // nulls. Nothing reads the buffer.
+    let mut data = unsafe {
+        ArrayData::builder(data_type)
+            .len(numel)
+            .add_buffer(values)
+            .build_unchecked()
+    };
+    for &k in view.shape()[1..].iter().rev() {
+        let rows = data.len() / (k as usize).max(1);
+        let field = Arc::new(Field::new("item", data.data_type().clone(), false));
+        // SAFETY: a FixedSizeList of `rows` rows of `k` items over a child of rows * k.
+        data = unsafe {
+            ArrayData::builder(DataType::FixedSizeList(field, k as i32))
+                .len(rows)
+                .add_child_data(data)
+                .build_unchecked()
+        };
+    }
+    Ok(data)
+}
+
+/// Exports named device tensors (all of `n` rows, on one device) as one struct array — a
+/// record batch — or a single tensor as a plain array when `columns` has one unnamed entry.
+/// `sync` is recorded by the caller after the producing work; its owner is freed by the
+/// consumer's `release`.
+pub fn export_device(
+    columns: &[(String, TensorView)],
+    as_batch: bool,
+    sync: Option<SyncEvent>,
+) -> Result<(FFI_ArrowDeviceArray, FFI_ArrowSchema)> {
+    let first = columns
+        .first()
+        .ok_or_else(|| bad("device export", "no columns to export"))?;
+    let device = first.1.device();
+    let keep: Owner = match &sync {
+        Some(s) => s.owner.clone(),
+        None => Arc::new(()),
+    };
+    let mut children = Vec::new();
+    let mut fields = Vec::new();
+    for (name, view) in columns {
+        let what = format!("column {name:?}");
+        if view.device() != device || view.shape().first() != first.1.shape().first() {
+            return Err(bad(
+                &what,
+                format!(
+                    "is {:?} on {}, the first column is {:?} on {device}: a batch needs one \
+                     device and one row count",
+                    view.shape(),
+                    view.device(),
+                    first.1.shape()
+                ),
+            ));
+        }
+        // The event owner is attached to the view so the consumer's release frees it.
+        let held = attach_owner(view, &keep)?;
+        let data = device_array_data(&held, &what)?;
+        fields.push(Field::new(name, data.data_type().clone(), false));
+        children.push(data);
+    }
+    let data = if as_batch {
+        let rows = first.1.shape()[0] as usize;
+        // SAFETY: a struct of equal-length children, no nulls; nothing reads the buffers.
+        unsafe {
+            ArrayData::builder(DataType::Struct(Fields::from(fields.clone())))
+                .len(rows)
+                .child_data(children)
+                .build_unchecked()
+        }
+    } else {
+        if children.len() != 1 {
+            return Err(bad(
+                "device export",
+                "a plain array holds exactly one column",
+            ));
+        }
+        children.pop().expect("one child")
+    };
+    let schema = if as_batch {
+        FFI_ArrowSchema::try_from(data.data_type())
+    } else {
+        FFI_ArrowSchema::try_from(&fields[0])
+    }
+    .map_err(|e| bad("device export schema", e.to_string()))?;
+    Ok((
+        FFI_ArrowDeviceArray {
+            array: FFI_ArrowArray::new(&data),
+            device_id: i64::from(device.id),
+            device_type: device.kind as i32,
+            sync_event: sync.map_or(std::ptr::null_mut(), |s| s.pointer),
+            reserved: [0; 3],
+        },
+        schema,
+    ))
+}
+
+/// `view` with `extra` added to what keeps it alive.
+fn attach_owner(view: &TensorView, extra: &Owner) -> Result<TensorView> {
+    let owner: Owner = Arc::new((view.owner().clone(), extra.clone()));
+    // SAFETY: same memory and layout as `view`; the new owner holds the old one.
+    unsafe {
+        TensorView::from_raw_parts(
+            view.data_ptr(),
+            view.dtype(),
+            view.shape().to_vec(),
+            view.strides().to_vec(),
+            view.device(),
+            owner,
+            view.is_readonly(),
+        )
+    }
+}
+
+/// Device tensors read from an `ArrowDeviceArray`.
+pub struct DeviceImport {
+    pub device: Device,
+    /// Named columns (one unnamed column when the array was not a struct).
+    pub columns: Vec<(String, TensorView)>,
+    /// The event to wait on before reading (NULL: ready). Valid while the columns live.
+    pub sync_event: *mut c_void,
+}
+
+/// Reads a device array of numeric primitives or FixedSizeLists of them (or a struct of
+/// those) without touching its buffers. The views keep the array (and so its producer's
+/// memory and event) alive until the last one drops. Nulls are refused: their bitmap lives on
+/// the device and cannot be inspected here.
+pub fn import_device(
+    mut array: FFI_ArrowDeviceArray,
+    schema: &FFI_ArrowSchema,
+) -> Result<DeviceImport> {
+    let device = Device::from_raw(
+        array.device_type,
+        i32::try_from(array.device_id).unwrap_or(-1),
+    )?;
+    let data_type =
+        DataType::try_from(schema).map_err(|e| bad("Arrow device schema", e.to_string()))?;
+    check_array(&array.array, &data_type, "(device)")?;
+    let sync_event = array.sync_event;
+    let taken = std::mem::replace(&mut array.array, FFI_ArrowArray::empty());
+    let holder: Arc<FFI_ArrowArray> = Arc::new(taken);
+    let owner: Owner = holder.clone();
+    let top = raw(&holder);
+    let mut columns = Vec::new();
+    match &data_type {
+        DataType::Struct(fields) => {
+            if top.null_count > 0 {
+                return Err(bad("Arrow device struct", "has null rows"));
+            }
+            for (i, f) in fields.iter().enumerate() {
+                // SAFETY: check_array verified the children table and entries.
+                let child = unsafe { &**top.children.add(i) };
+                let view = leaf_view(
+                    child,
+                    f.data_type(),
+                    top.offset as usize,
+                    top.length as usize,
+                    device,
+                    &owner,
+                    f.name(),
+                )?;
+                columns.push((f.name().clone(), view));
+            }
+        }
+        other => {
+            let name = schema.name().unwrap_or("").to_string();
+            let view = leaf_view(top, other, 0, top.length as usize, device, &owner, &name)?;
+            columns.push((name, view));
+        }
+    }
+    Ok(DeviceImport {
+        device,
+        columns,
+        sync_event,
+    })
+}
+
+/// A (rows, dims…) view of `a` starting at logical row `parent_offset`.
+fn leaf_view(
+    a: &RawArrowArray,
+    data_type: &DataType,
+    parent_offset: usize,
+    rows: usize,
+    device: Device,
+    owner: &Owner,
+    name: &str,
+) -> Result<TensorView> {
+    let what = format!("device column {name:?}");
+    let mut dims = vec![rows as i64];
+    let mut node = a;
+    let mut node_type = data_type.clone();
+    let mut start = parent_offset
+        .checked_add(node.offset as usize)
+        .ok_or_else(|| bad(&what, "offsets overflow"))?;
+    loop {
+        if node.null_count != 0 && node.n_buffers > 0 {
+            // SAFETY: check_array verified the buffer table holds n_buffers entries.
+            let validity = unsafe { *node.buffers };
+            if !validity.is_null() {
+                return Err(bad(
+                    &what,
+                    "has a validity bitmap in device memory; nulls on the device are not \
+                     supported (fill them on the producer side)",
+                ));
+            }
+        }
+        match node_type {
+            DataType::FixedSizeList(f, k) => {
+                // SAFETY: check_array verified one non-NULL child.
+                let child = unsafe { &**node.children };
+                start = start
+                    .checked_mul(k as usize)
+                    .and_then(|s| s.checked_add(child.offset as usize))
+                    .ok_or_else(|| bad(&what, "offsets overflow"))?;
+                dims.push(k as i64);
+                node = child;
+                node_type = f.data_type().clone();
+            }
+            ref leaf => {
+                let dtype = dtype_of_arrow(leaf).ok_or_else(|| {
+                    bad(
+                        &what,
+                        format!("Arrow type {leaf} has no tensor form on the device"),
+                    )
+                })?;
+                // SAFETY: a primitive array has two buffers (validity, values), verified.
+                let values = unsafe { *node.buffers.add(1) } as *mut u8;
+                let byte_offset = start
+                    .checked_mul(dtype.itemsize())
+                    .ok_or_else(|| bad(&what, "offsets overflow"))?;
+                // SAFETY: the producer promises the values buffer covers offset + length
+                // elements (the C data interface's rule); `owner` keeps the producer's array
+                // alive; the pointer is never dereferenced on the host.
+                return unsafe {
+                    TensorView::from_raw_parts(
+                        values.wrapping_add(byte_offset),
+                        dtype,
+                        dims.clone(),
+                        compact_strides(&dims),
+                        device,
+                        owner.clone(),
+                        true,
+                    )
+                };
+            }
+        }
+    }
+}

@@ -1,0 +1,25 @@
+//! Apache Arrow: tensors as Arrow arrays and back (arrow-rs), checked C data interface
+//! imports, and the C device data interface that arrow-rs lacks.
+//!
+//! Host arrays and tensors share memory in both directions: an Arrow buffer made from a
+//! tensor holds the tensor's owner, and a tensor made from an Arrow array holds the Arrow
+//! buffer. Record batches and SoA tables meet in `soa::arrow`.
+
+mod column;
+pub(crate) use column::{share_as_arrow_buffer, tensor_to_array_within, values_allocation};
+mod device;
+mod ffi_check;
+#[cfg(test)]
+mod tests;
+mod types;
+
+pub use column::{array_to_tensor, tensor_to_array, ExportedArray, ImportOptions, ImportedTensor};
+pub use device::{export_device, import_device, DeviceImport, FFI_ArrowDeviceArray, SyncEvent};
+pub use ffi_check::check_array;
+pub use types::{arrow_type_of, dtype_of_arrow};
+
+/// The arrow-rs crates this module speaks, for callers that build arrays themselves.
+pub use arrow_array;
+pub use arrow_buffer;
+pub use arrow_data;
+pub use arrow_schema;

@@ -33,18 +33,20 @@ develop: venv
 fmt-check:
 	cargo fmt --all -- --check
 
+# The extension enables the core's `cuda` and `arrow` features; the Rust targets name `arrow`
+# themselves so its tests run without the extension.
 clippy: venv
-	cargo clippy --workspace --all-targets -- -D warnings
+	cargo clippy --workspace --all-targets --features zerohop/arrow -- -D warnings
 
 test-rust: venv
-	cargo test --workspace --exclude zerohop-python
+	cargo test --workspace --exclude zerohop-python --features zerohop/arrow
 
 # Host-side unsafe code under Miri. If the component cannot be installed (no network to
 # the Rust distribution server), say so loudly and go on rather than fail.
 miri:
 	@if rustup +nightly component list --installed 2>/dev/null | grep -q '^miri' \
 	   || rustup component add miri rust-src --toolchain nightly; then \
-	  cargo +nightly miri test -p zerohop --lib; \
+	  cargo +nightly miri test -p zerohop --lib --features arrow; \
 	else \
 	  echo; echo "################################################################"; \
 	  echo "## WARNING: Miri could not be installed; Miri tests were SKIPPED ##"; \

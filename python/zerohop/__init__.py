@@ -7,7 +7,16 @@
 True
 """
 
-from ._zerohop import DLPACK_VERSION, OutOfMemoryError, Table, Tensor, __version__, from_dlpack, zeros
+from ._zerohop import (
+    DLPACK_VERSION,
+    OutOfMemoryError,
+    Table,
+    Tensor,
+    __version__,
+    from_arrow,
+    from_dlpack,
+    zeros,
+)
 
 
 class CopyWarning(UserWarning):
@@ -16,5 +25,5 @@ class CopyWarning(UserWarning):
 
 __all__ = [
     "CopyWarning", "DLPACK_VERSION", "OutOfMemoryError", "Table", "Tensor", "__version__",
-    "from_dlpack", "zeros",
+    "from_arrow", "from_dlpack", "zeros",
 ]

@@ -1,5 +1,7 @@
 //! The `zerohop._zerohop` extension module: thin bindings over the `zerohop` crate.
 
+mod arrow;
+mod arrow_table;
 mod capsule;
 mod cuda;
 mod ecg;
@@ -14,7 +16,7 @@ mod tensor;
 use pyo3::exceptions::PyBufferError;
 use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::{PyCapsule, PyDict};
+use pyo3::types::{IntoPyDict, PyCapsule, PyDict};
 use zerohop::{DType, TensorView};
 
 use crate::errors::IntoPyResult;
@@ -106,6 +108,19 @@ fn zeros(shape: Vec<i64>, dtype: &str, device: &str) -> PyResult<PyTensor> {
     Ok(PyTensor::new(TensorView::zeros(dtype, &shape).py()?, false))
 }
 
+/// A table over Arrow data from any producer of the Arrow PyCapsule interface, sharing its
+/// memory (see `Table.from_arrow`).
+#[pyfunction]
+#[pyo3(signature = (data, /, *, copy=false))]
+fn from_arrow(py: Python<'_>, data: &Bound<'_, PyAny>, copy: bool) -> PyResult<Py<table::PyTable>> {
+    let table = py.get_type::<table::PyTable>().call_method(
+        "from_arrow",
+        (data,),
+        Some(&[("copy", copy)].into_py_dict(py)?),
+    )?;
+    Ok(table.cast_into::<table::PyTable>()?.unbind())
+}
+
 #[pymodule]
 fn _zerohop(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
@@ -114,6 +129,7 @@ fn _zerohop(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<table::PyTable>()?;
     m.add_function(wrap_pyfunction!(from_dlpack, m)?)?;
     m.add_function(wrap_pyfunction!(zeros, m)?)?;
+    m.add_function(wrap_pyfunction!(from_arrow, m)?)?;
     m.add(
         "OutOfMemoryError",
         m.py().get_type::<errors::OutOfMemoryError>(),

@@ -11,14 +11,18 @@ use zerohop::soa::{
 };
 use zerohop::{DType, Device, TensorView};
 
+use crate::arrow_table::Storage;
 use crate::errors::IntoPyResult;
 use crate::tensor::PyTensor;
 
 /// A structure-of-arrays table: every column (table scalar, per-row column, vector[K],
 /// matrix[R, C]) padded to the alignment in one buffer.
+///
+/// A table also wraps Arrow data (`zerohop.from_arrow`, `Table.from_tensors`) or CUDA
+/// columns without copying them; `storage` says which.
 #[pyclass(name = "Table", module = "zerohop", frozen)]
 pub struct PyTable {
-    table: SoaTable,
+    storage: Storage,
 }
 
 fn parse_order(value: &Bound<'_, PyAny>) -> PyResult<ComponentOrder> {
@@ -217,7 +221,16 @@ fn warn_copy(py: Python<'_>, what: &str) -> PyResult<()> {
 
 impl PyTable {
     pub fn from_table(table: SoaTable) -> Self {
-        PyTable { table }
+        PyTable {
+            storage: Storage::Soa(table),
+        }
+    }
+
+    fn soa(&self) -> Option<&SoaTable> {
+        match &self.storage {
+            Storage::Soa(t) => Some(t),
+            _ => None,
+        }
     }
 }
 
@@ -238,7 +251,7 @@ impl PyTable {
         if readonly {
             table = table.into_readonly();
         }
-        Ok(PyTable { table })
+        Ok(PyTable::from_table(table))
     }
 
     /// A table holding copies of `columns` ({name: array} or [(name, array)]), with the
@@ -308,14 +321,16 @@ impl PyTable {
             // SAFETY: the table is fresh and private to this call; sources are other memory.
             unsafe { dst.copy_from(src) }.py()?;
         }
-        Ok(PyTable { table })
+        Ok(PyTable::from_table(table))
     }
 
     /// Zero-copy tensors for `spec`, in spec order: {name: [cols]}, [(name, [cols])] or
     /// [col, …]. `framework` converts them ("torch", "jax", "numpy"; default zerohop
     /// tensors). `copy=True` allows (and warns about) copies for groups strides cannot
     /// describe; `materialize` names table-scalar tensors to expand instead of broadcasting.
-    #[pyo3(signature = (spec, framework=None, *, copy=false, readonly=false, order=None, materialize=None))]
+    /// `fill` replaces nulls of Arrow columns (a reported copy); without it a column with
+    /// nulls is an error, since tensors cannot mark missing values.
+    #[pyo3(signature = (spec, framework=None, *, copy=false, readonly=false, order=None, materialize=None, fill=None))]
     #[allow(clippy::too_many_arguments)]
     fn tensors<'py>(
         &self,
@@ -326,6 +341,7 @@ impl PyTable {
         readonly: bool,
         order: Option<Vec<String>>,
         materialize: Option<Vec<String>>,
+        fill: Option<f64>,
     ) -> PyResult<Bound<'py, PyList>> {
         let mut builder = TensorMap::builder();
         for (name, cols) in parse_spec(spec)? {
@@ -338,15 +354,14 @@ impl PyTable {
             builder = builder.order(&order);
         }
         let map = builder.build().py()?;
-        let mapped = map
-            .apply(
-                &self.table,
-                MapOptions {
-                    readonly,
-                    allow_copy: copy,
-                },
-            )
-            .py()?;
+        let mapped = self.storage.map(
+            &map,
+            MapOptions {
+                readonly,
+                allow_copy: copy,
+            },
+            fill,
+        )?;
         let out = PyList::empty(py);
         for mut m in mapped {
             if framework == Some("jax") && !m.view.is_dense() {
@@ -370,7 +385,7 @@ impl PyTable {
                     py,
                     &format!(
                         "tensor {:?} (columns {:?}) was copied: its columns cannot be described \
-                         by strides, or its table scalars were materialised",
+                         by strides, its table scalars were materialised, or nulls were filled",
                         m.name, m.columns
                     ),
                 )?;
@@ -380,82 +395,228 @@ impl PyTable {
         Ok(out)
     }
 
-    /// One column as a zero-copy tensor (see `Table.tensors` for groups).
-    #[pyo3(signature = (name, framework=None))]
+    /// One column as a zero-copy tensor (see `Table.tensors` for groups); `fill` replaces
+    /// the nulls of an Arrow column (a reported copy).
+    #[pyo3(signature = (name, framework=None, *, fill=None))]
     fn column<'py>(
         &self,
         py: Python<'py>,
         name: &str,
         framework: Option<&str>,
+        fill: Option<f64>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let view = self
-            .table
-            .column_view(name)
-            .map_err(|e| PyKeyError::new_err(e.to_string()))?;
-        to_framework(py, view, false, framework)
+        let (view, copied) = self.storage.column(name, fill)?;
+        if copied {
+            warn_copy(py, &format!("column {name:?} was copied to fill its nulls"))?;
+        }
+        to_framework(py, view, copied, framework)
     }
 
     fn __getitem__<'py>(&self, py: Python<'py>, name: &str) -> PyResult<Bound<'py, PyAny>> {
-        self.column(py, name, None)
+        self.column(py, name, None, None)
     }
 
     /// Rows `start..stop` as a table sharing this one's memory.
     fn rows(&self, start: usize, stop: usize) -> PyResult<PyTable> {
         Ok(PyTable {
-            table: self.table.slice_rows(start, stop).py()?,
+            storage: self.storage.slice(start, stop)?,
         })
     }
 
-    /// Offsets, sizes, padding and pitch of every column.
+    /// SoA tables: offsets, sizes, padding and pitch of every column; Arrow and device
+    /// tables: each column's type, nulls and place.
     fn describe(&self) -> String {
-        self.table.describe()
+        self.storage.describe()
     }
 
     fn __len__(&self) -> usize {
-        self.table.len()
+        self.storage.len()
     }
 
     #[getter]
     fn columns(&self) -> Vec<String> {
-        self.table
-            .schema()
-            .columns()
-            .iter()
-            .map(|c| c.name.clone())
-            .collect()
+        self.storage.column_names()
     }
 
+    /// SoA tables only: the schema items the constructor takes.
     #[getter]
     fn schema<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
-        schema_items(py, self.table.schema())
+        match self.soa() {
+            Some(t) => schema_items(py, t.schema()),
+            None => {
+                let list = PyList::empty(py);
+                for name in self.storage.column_names() {
+                    let (view, _) = self.storage.column(&name, Some(0.0))?;
+                    let dtype = view.dtype().to_string();
+                    let item = match view.shape().len() {
+                        1 => (name.as_str(), dtype).into_pyobject(py)?,
+                        2 => (name.as_str(), dtype, view.shape()[1]).into_pyobject(py)?,
+                        _ => (name.as_str(), dtype, (view.shape()[1], view.shape()[2]))
+                            .into_pyobject(py)?,
+                    };
+                    list.append(item)?;
+                }
+                Ok(list)
+            }
+        }
     }
 
-    /// The alignment every column start of this table (or row slice) really has.
+    /// "soa" (one aligned buffer), "arrow" (shared Arrow columns) or "device" (shared CUDA
+    /// columns).
     #[getter]
-    fn alignment(&self) -> usize {
-        self.table.alignment()
+    fn storage(&self) -> &'static str {
+        self.storage.kind()
+    }
+
+    /// The alignment every column start of this SoA table (or row slice) really has; None
+    /// for Arrow and device tables, whose columns are separate allocations.
+    #[getter]
+    fn alignment(&self) -> Option<usize> {
+        self.soa().map(SoaTable::alignment)
     }
 
     #[getter]
     fn nbytes(&self) -> usize {
-        self.table.layout().total_bytes
+        match &self.storage {
+            Storage::Soa(t) => t.layout().total_bytes,
+            Storage::Arrow(b) => b.get_array_memory_size(),
+            Storage::Device { columns, .. } => columns.iter().map(|(_, v)| v.nbytes()).sum(),
+        }
     }
 
+    /// The SoA buffer's address; None for Arrow and device tables.
     #[getter]
-    fn data_ptr(&self) -> usize {
-        self.table.buffer().as_ptr() as usize
+    fn data_ptr(&self) -> Option<usize> {
+        self.soa().map(|t| t.buffer().as_ptr() as usize)
     }
 
     #[getter]
     fn readonly(&self) -> bool {
-        self.table.is_readonly()
+        match &self.storage {
+            Storage::Soa(t) => t.is_readonly(),
+            // Arrow data is immutable once shared.
+            Storage::Arrow(_) => true,
+            Storage::Device { columns, .. } => columns.iter().any(|(_, v)| v.is_readonly()),
+        }
     }
 
     fn __repr__(&self) -> String {
         format!(
-            "zerohop.Table({} rows, columns {:?})",
-            self.table.len(),
-            self.columns()
+            "zerohop.Table({} rows, columns {:?}, storage {:?})",
+            self.storage.len(),
+            self.columns(),
+            self.storage.kind()
         )
+    }
+
+    /// A table over Arrow data from any producer of the Arrow PyCapsule interface (pyarrow,
+    /// polars, nanoarrow, …; device arrays too), sharing its memory. Data in several chunks
+    /// is concatenated only with `copy=True`.
+    #[staticmethod]
+    #[pyo3(signature = (data, *, copy=false))]
+    fn from_arrow(py: Python<'_>, data: &Bound<'_, PyAny>, copy: bool) -> PyResult<PyTable> {
+        let imported = crate::arrow::import(py, data)?;
+        let (storage, copied) = crate::arrow_table::storage_from_import(py, imported, copy)?;
+        if !copied.is_empty() {
+            warn_copy(
+                py,
+                &format!(
+                    "Arrow columns {copied:?} were copied (under-aligned buffers are realigned \
+                     by arrow-rs; several chunks are concatenated)"
+                ),
+            )?;
+        }
+        Ok(PyTable { storage })
+    }
+
+    /// A table sharing the memory of `columns` ({name: tensor} or [(name, tensor)], any
+    /// DLPack producer): compact host tensors become Arrow columns, CUDA tensors device
+    /// columns. Nothing is copied.
+    #[staticmethod]
+    fn from_tensors(py: Python<'_>, columns: &Bound<'_, PyAny>) -> PyResult<PyTable> {
+        Ok(PyTable {
+            storage: crate::arrow_table::storage_from_tensors(py, columns)?,
+        })
+    }
+
+    /// This table on the Arrow side. SoA plain columns are shared; vector and matrix
+    /// columns must be transposed into FixedSizeLists, which needs `copy=True` (reported).
+    #[pyo3(signature = (*, copy=false))]
+    fn to_arrow(&self, py: Python<'_>, copy: bool) -> PyResult<PyTable> {
+        let (batch, copied) = self.storage.record_batch(copy)?;
+        if !copied.is_empty() {
+            warn_copy(
+                py,
+                &format!("columns {copied:?} were transposed into Arrow FixedSizeLists (copies)"),
+            )?;
+        }
+        Ok(PyTable {
+            storage: Storage::Arrow(batch),
+        })
+    }
+
+    /// An SoA copy of this table (one aligned buffer); nulls take `fill`.
+    #[pyo3(signature = (*, fill=None))]
+    fn to_soa(&self, fill: Option<f64>) -> PyResult<PyTable> {
+        match &self.storage {
+            Storage::Soa(t) => Ok(PyTable::from_table(t.clone())),
+            Storage::Arrow(b) => Ok(PyTable::from_table(
+                SoaTable::from_record_batch(
+                    b,
+                    zerohop::arrow::ImportOptions {
+                        allow_copy: true,
+                        fill,
+                    },
+                )
+                .py()?,
+            )),
+            Storage::Device { .. } => Err(PyBufferError::new_err(
+                "SoA tables live in host memory; copy the device columns to the host first",
+            )),
+        }
+    }
+
+    fn __arrow_c_schema__<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        self.storage.schema_capsule(py)
+    }
+
+    #[pyo3(signature = (requested_schema=None))]
+    fn __arrow_c_array__<'py>(
+        &self,
+        py: Python<'py>,
+        requested_schema: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyTuple>> {
+        self.storage.array_capsules(py, requested_schema)
+    }
+
+    #[pyo3(signature = (requested_schema=None))]
+    fn __arrow_c_stream__<'py>(
+        &self,
+        py: Python<'py>,
+        requested_schema: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        self.storage.stream_capsule(py, requested_schema)
+    }
+
+    #[pyo3(signature = (requested_schema=None, **kwargs))]
+    fn __arrow_c_device_array__<'py>(
+        &self,
+        py: Python<'py>,
+        requested_schema: Option<&Bound<'py, PyAny>>,
+        kwargs: Option<&Bound<'py, PyDict>>,
+    ) -> PyResult<Bound<'py, PyTuple>> {
+        crate::arrow::refuse_unknown_kwargs(kwargs)?;
+        self.storage.device_array_capsules(py, requested_schema)
+    }
+
+    #[pyo3(signature = (requested_schema=None, **kwargs))]
+    fn __arrow_c_device_stream__<'py>(
+        &self,
+        py: Python<'py>,
+        requested_schema: Option<&Bound<'py, PyAny>>,
+        kwargs: Option<&Bound<'py, PyDict>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        crate::arrow::refuse_unknown_kwargs(kwargs)?;
+        self.storage.device_stream_capsule(py, requested_schema)
     }
 }

@@ -310,6 +310,35 @@ impl PyTensor {
         Ok(PyTensor::new(self.view.contiguous_copy().py()?, true))
     }
 
+    /// The Arrow schema of this tensor as a column: (n,) → a primitive, (n, K…) →
+    /// FixedSizeLists.
+    fn __arrow_c_schema__<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        crate::arrow_table::tensor_schema_capsule(py, self)
+    }
+
+    /// This host tensor as an Arrow array, sharing memory (compact tensors only).
+    #[pyo3(signature = (requested_schema=None))]
+    fn __arrow_c_array__<'py>(
+        &self,
+        py: Python<'py>,
+        requested_schema: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyTuple>> {
+        crate::arrow_table::tensor_capsules(py, self, requested_schema)
+    }
+
+    /// This tensor on the Arrow device interface: CUDA data with an event recorded on its
+    /// stream (`sync_event`), host data as device CPU.
+    #[pyo3(signature = (requested_schema=None, **kwargs))]
+    fn __arrow_c_device_array__<'py>(
+        &self,
+        py: Python<'py>,
+        requested_schema: Option<&Bound<'py, PyAny>>,
+        kwargs: Option<&Bound<'py, PyDict>>,
+    ) -> PyResult<Bound<'py, PyTuple>> {
+        crate::arrow::refuse_unknown_kwargs(kwargs)?;
+        crate::arrow_table::tensor_device_capsules(py, self, requested_schema)
+    }
+
     fn __len__(&self) -> PyResult<usize> {
         self.view
             .shape()

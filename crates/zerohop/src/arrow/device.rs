@@ -11,10 +11,8 @@ use std::ffi::c_void;
 use std::sync::Arc;
 
 use arrow_array::ffi::{FFI_ArrowArray, FFI_ArrowSchema};
-use arrow_data::ArrayData;
 use arrow_schema::{DataType, Field, Fields};
 
-use super::column::share_as_arrow_buffer;
 use super::ffi_check::{check_array, raw, RawArrowArray};
 use super::types::{arrow_type_of, dtype_of_arrow};
 use crate::buffer::Owner;
@@ -65,9 +63,70 @@ fn bad(what: &str, reason: impl Into<String>) -> Error {
     }
 }
 
-/// ArrayData over a compact device tensor: primitive for (n,), FixedSizeLists for more
-/// dimensions. Built unchecked because validation would read the buffers.
-fn device_array_data(view: &TensorView, what: &str) -> Result<ArrayData> {
+/// What an exported device array owns: the tables its pointers point into, its children
+/// (released with it), and whatever keeps the device memory (and event) alive.
+struct ExportPrivate {
+    buffers: Box<[*const c_void]>,
+    children: Box<[*mut RawArrowArray]>,
+    _owner: Owner,
+}
+
+/// The `release` of arrays built by [`raw_array`]: releases the children, frees the private
+/// data (dropping the owner), and marks the struct released.
+unsafe extern "C" fn release_export(array: *mut RawArrowArray) {
+    if array.is_null() {
+        return;
+    }
+    // SAFETY: `array` was built by `raw_array`, so private_data is our boxed ExportPrivate and
+    // each child a boxed RawArrowArray built the same way; this runs once per array (release
+    // is cleared below, and consumers call only the base release).
+    unsafe {
+        let private = Box::from_raw((*array).private_data.cast::<ExportPrivate>());
+        for &child in private.children.iter() {
+            let mut child = Box::from_raw(child);
+            if let Some(release) = child.release {
+                release(&mut *child);
+            }
+        }
+        drop(private);
+        (*array).private_data = std::ptr::null_mut();
+        (*array).release = None;
+    }
+}
+
+/// A C ArrowArray built by hand, so no Rust reference to device memory is ever formed
+/// (arrow-rs's buffers deref to slices, which device pointers must never become).
+fn raw_array(
+    length: usize,
+    buffers: Vec<*const c_void>,
+    children: Vec<RawArrowArray>,
+    owner: Owner,
+) -> RawArrowArray {
+    let mut private = Box::new(ExportPrivate {
+        buffers: buffers.into_boxed_slice(),
+        children: children
+            .into_iter()
+            .map(|c| Box::into_raw(Box::new(c)))
+            .collect(),
+        _owner: owner,
+    });
+    RawArrowArray {
+        length: length as i64,
+        null_count: 0,
+        offset: 0,
+        n_buffers: private.buffers.len() as i64,
+        n_children: private.children.len() as i64,
+        buffers: private.buffers.as_mut_ptr(),
+        children: private.children.as_mut_ptr() as *const *const RawArrowArray,
+        dictionary: std::ptr::null(),
+        release: Some(release_export),
+        private_data: Box::into_raw(private).cast(),
+    }
+}
+
+/// A compact device tensor as a C array: primitive for (n,), FixedSizeLists for more
+/// dimensions; and its Arrow type.
+fn device_tensor_array(view: &TensorView, what: &str) -> Result<(RawArrowArray, DataType)> {
     if view.ndim() == 0 || !view.is_contiguous() {
         return Err(bad(
             what,
@@ -79,29 +138,29 @@ fn device_array_data(view: &TensorView, what: &str) -> Result<ArrayData> {
             ),
         ));
     }
-    let data_type = arrow_type_of(view.dtype())?;
-    let values = share_as_arrow_buffer(view)?;
-    let numel = view.numel();
-    // SAFETY: a primitive array of `numel` elements over a buffer of exactly that many; no
-    // nulls. Nothing reads the buffer.
-    let mut data = unsafe {
-        ArrayData::builder(data_type)
-            .len(numel)
-            .add_buffer(values)
-            .build_unchecked()
-    };
+    let mut data_type = arrow_type_of(view.dtype())?;
+    let owner = view.owner().clone();
+    let values = view.data_ptr() as *const c_void;
+    let mut array = raw_array(
+        view.numel(),
+        vec![std::ptr::null(), values],
+        vec![],
+        owner.clone(),
+    );
+    let mut rows = view.numel();
     for &k in view.shape()[1..].iter().rev() {
-        let rows = data.len() / (k as usize).max(1);
-        let field = Arc::new(Field::new("item", data.data_type().clone(), false));
-        // SAFETY: a FixedSizeList of `rows` rows of `k` items over a child of rows * k.
-        data = unsafe {
-            ArrayData::builder(DataType::FixedSizeList(field, k as i32))
-                .len(rows)
-                .add_child_data(data)
-                .build_unchecked()
-        };
+        rows /= (k as usize).max(1);
+        let size = i32::try_from(k).map_err(|_| bad(what, "dimension exceeds i32"))?;
+        data_type = DataType::FixedSizeList(Arc::new(Field::new("item", data_type, false)), size);
+        array = raw_array(rows, vec![std::ptr::null()], vec![array], owner.clone());
     }
-    Ok(data)
+    Ok((array, data_type))
+}
+
+fn into_ffi(raw: RawArrowArray) -> FFI_ArrowArray {
+    // SAFETY: identical `#[repr(C)]` layouts (asserted in ffi_check), and `release_export`
+    // has the ABI of FFI_ArrowArray's release callback.
+    unsafe { std::mem::transmute::<RawArrowArray, FFI_ArrowArray>(raw) }
 }
 
 /// Exports named device tensors (all of `n` rows, on one device) as one struct array — a
@@ -137,21 +196,19 @@ pub fn export_device(
                 ),
             ));
         }
-        // The event owner is attached to the view so the consumer's release frees it.
+        // The event owner rides with each column so the consumer's release frees it.
         let held = attach_owner(view, &keep)?;
-        let data = device_array_data(&held, &what)?;
-        fields.push(Field::new(name, data.data_type().clone(), false));
-        children.push(data);
+        let (array, data_type) = device_tensor_array(&held, &what)?;
+        fields.push(Field::new(name, data_type, false));
+        children.push(array);
     }
-    let data = if as_batch {
+    let (array, data_type) = if as_batch {
         let rows = first.1.shape()[0] as usize;
-        // SAFETY: a struct of equal-length children, no nulls; nothing reads the buffers.
-        unsafe {
-            ArrayData::builder(DataType::Struct(Fields::from(fields.clone())))
-                .len(rows)
-                .child_data(children)
-                .build_unchecked()
-        }
+        let data_type = DataType::Struct(Fields::from(fields.clone()));
+        (
+            raw_array(rows, vec![std::ptr::null()], children, keep.clone()),
+            data_type,
+        )
     } else {
         if children.len() != 1 {
             return Err(bad(
@@ -159,17 +216,19 @@ pub fn export_device(
                 "a plain array holds exactly one column",
             ));
         }
-        children.pop().expect("one child")
+        let data_type = fields[0].data_type().clone();
+        (children.pop().expect("one child"), data_type)
     };
+    let array = into_ffi(array);
     let schema = if as_batch {
-        FFI_ArrowSchema::try_from(data.data_type())
+        FFI_ArrowSchema::try_from(&data_type)
     } else {
         FFI_ArrowSchema::try_from(&fields[0])
     }
     .map_err(|e| bad("device export schema", e.to_string()))?;
     Ok((
         FFI_ArrowDeviceArray {
-            array: FFI_ArrowArray::new(&data),
+            array,
             device_id: i64::from(device.id),
             device_type: device.kind as i32,
             sync_event: sync.map_or(std::ptr::null_mut(), |s| s.pointer),

@@ -8,6 +8,7 @@
 mod column;
 pub(crate) use column::{share_as_arrow_buffer, tensor_to_array_within, values_allocation};
 mod device;
+mod device_stream;
 mod ffi_check;
 #[cfg(test)]
 mod tests;
@@ -15,6 +16,7 @@ mod types;
 
 pub use column::{array_to_tensor, tensor_to_array, ExportedArray, ImportOptions, ImportedTensor};
 pub use device::{export_device, import_device, DeviceImport, FFI_ArrowDeviceArray, SyncEvent};
+pub use device_stream::{read_device_stream, FFI_ArrowDeviceArrayStream};
 pub use ffi_check::check_array;
 pub use types::{arrow_type_of, dtype_of_arrow};
 

@@ -424,3 +424,31 @@ fn device_arrays_with_nulls_or_strings_are_refused() {
         .unwrap_err();
     assert!(err.to_string().contains("no tensor form"), "{err}");
 }
+
+#[test]
+fn a_device_stream_yields_its_batch_once_then_ends() {
+    let released = Arc::new(AtomicUsize::new(0));
+    let x = fake_device_tensor(&[5], &released);
+    let xp = x.data_ptr();
+    let (array, schema) = export_device(&[("x".to_string(), x)], true, None).unwrap();
+    let data_type = DataType::try_from(&schema).unwrap();
+    let stream = FFI_ArrowDeviceArrayStream::single(data_type.clone(), array);
+    assert_eq!(stream.device_type, 2);
+    let (schema, mut arrays) = read_device_stream(stream).unwrap();
+    assert_eq!(DataType::try_from(&schema).unwrap(), data_type);
+    assert_eq!(arrays.len(), 1);
+    let imported = import_device(arrays.remove(0), &schema).unwrap();
+    assert_eq!(imported.columns[0].1.data_ptr(), xp);
+    drop(imported);
+    assert_eq!(released.load(Ordering::SeqCst), 1);
+}
+
+#[test]
+fn an_unread_device_stream_releases_its_batch() {
+    let released = Arc::new(AtomicUsize::new(0));
+    let x = fake_device_tensor(&[5], &released);
+    let (array, _schema) = export_device(&[("x".to_string(), x)], false, None).unwrap();
+    drop(FFI_ArrowDeviceArrayStream::single(DataType::Float32, array));
+    assert_eq!(released.load(Ordering::SeqCst), 1);
+    assert!(read_device_stream(FFI_ArrowDeviceArrayStream::empty()).is_err());
+}

@@ -210,3 +210,70 @@ pub unsafe fn memset_zero(device: i32, ptr: *mut u8, bytes: usize) -> Result<()>
     unsafe { result::memset_d8_sync(ptr as sys::CUdeviceptr, 0, bytes) }
         .map_err(|e| driver_error("memset", e))
 }
+
+/// An event recorded on a stream, destroyed on drop. Its handle lives in a box so a pointer
+/// to it (`cudaEvent_t*`, what the Arrow device interface's `sync_event` wants) stays put.
+pub struct Event {
+    device: i32,
+    handle: Box<sys::CUevent>,
+}
+
+// SAFETY: a CUevent is a driver handle usable from any thread once its context is bound;
+// every use here binds the device's primary context first.
+unsafe impl Send for Event {}
+// SAFETY: shared access only reads the handle's address.
+unsafe impl Sync for Event {}
+
+impl Event {
+    /// Records an event on `stream` of `device` after the work queued there so far.
+    pub fn record(device: i32, stream: Stream) -> Result<Self> {
+        bind(device)?;
+        let event = result::event::create(sys::CUevent_flags::CU_EVENT_DISABLE_TIMING)
+            .map_err(|e| driver_error("event", e))?;
+        let made = Event {
+            device,
+            handle: Box::new(event),
+        };
+        // SAFETY: a fresh event; the stream is a handle the caller vouches for.
+        unsafe { result::event::record(event, stream_handle(stream)) }
+            .map_err(|e| driver_error("event record", e))?;
+        Ok(made)
+    }
+
+    /// Points to the event handle, valid while `self` lives.
+    pub fn handle_ptr(&self) -> *mut c_void {
+        &*self.handle as *const sys::CUevent as *mut c_void
+    }
+}
+
+impl Drop for Event {
+    fn drop(&mut self) {
+        if bind(self.device).is_ok() {
+            // SAFETY: created in `record`, destroyed once; pending waits keep it alive in the
+            // driver until they are satisfied.
+            let _ = unsafe { result::event::destroy(*self.handle) };
+        }
+    }
+}
+
+/// Makes `stream` on `device` wait for the event `event_ptr` points to (a `cudaEvent_t*`,
+/// as the Arrow device interface passes it). NULL means "ready": nothing to wait for.
+///
+/// # Safety
+/// A non-NULL `event_ptr` must point to a live event handle of `device`'s context.
+pub unsafe fn wait_for_event(device: i32, stream: Stream, event_ptr: *mut c_void) -> Result<()> {
+    if event_ptr.is_null() {
+        return Ok(());
+    }
+    bind(device)?;
+    // SAFETY: per the caller's contract.
+    unsafe {
+        let event = *(event_ptr as *const sys::CUevent);
+        result::stream::wait_event(
+            stream_handle(stream),
+            event,
+            sys::CUevent_wait_flags::CU_EVENT_WAIT_DEFAULT,
+        )
+    }
+    .map_err(|e| driver_error("stream wait on a sync event", e))
+}

@@ -72,14 +72,9 @@ impl SoaTable {
                 continue;
             }
             let what = format!("column {:?} ({})", spec.name, spec.kind);
-            // Row-major per-row components, the order FixedSizeList keeps.
-            let row_major = match spec.kind {
-                ColumnKind::Matrix {
-                    order: ComponentOrder::ColumnMajor,
-                    ..
-                } => view.transpose(1, 2)?,
-                _ => view,
-            };
+            // The view is logical (n, R, C) whatever the component order; a compact copy of it
+            // is row-major per row, the order FixedSizeList keeps.
+            let row_major = view;
             let exported = if spec.kind == ColumnKind::Column {
                 tensor_to_array_within(&row_major, &what, false, Some(&parent))?
             } else if allow_copy {
@@ -167,14 +162,7 @@ impl SoaTable {
         }
         let table = SoaTable::new(Schema::new(specs)?, batch.num_rows())?;
         for (spec, src) in table.schema().columns().iter().zip(&sources) {
-            let mut dst = table.column_view(&spec.name)?;
-            if let ColumnKind::Matrix {
-                order: ComponentOrder::ColumnMajor,
-                ..
-            } = spec.kind
-            {
-                dst = dst.transpose(1, 2)?;
-            }
+            let dst = table.column_view(&spec.name)?;
             // SAFETY: `table` is fresh and private to this call; sources are Arrow memory.
             unsafe { dst.copy_from(src)? };
         }

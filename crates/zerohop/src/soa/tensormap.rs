@@ -125,6 +125,14 @@ impl TensorMap {
         &self.groups
     }
 
+    /// The columns of tensor `name`.
+    pub fn columns_of(&self, name: &str) -> Option<Vec<String>> {
+        self.groups
+            .iter()
+            .find(|g| g.name == name)
+            .map(|g| g.columns.clone())
+    }
+
     pub fn names(&self) -> Vec<&str> {
         self.groups.iter().map(|g| g.name.as_str()).collect()
     }

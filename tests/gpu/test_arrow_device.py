@@ -1,0 +1,131 @@
+"""The Arrow C device interface on a GPU: CUDA tables and tensors export device capsules with
+a sync event recorded on their stream, zerohop imports them by pointer and waits on the
+event, and pyarrow's view of them is recorded. Skipped where there is no CUDA device."""
+
+import ctypes
+
+import pytest
+
+import zerohop
+import zerohop.cuda
+
+torch = pytest.importorskip("torch")
+pa = pytest.importorskip("pyarrow")
+pytestmark = pytest.mark.skipif(
+    not (zerohop.cuda.is_available() and torch.cuda.is_available()),
+    reason="needs a CUDA GPU and a CUDA build of torch",
+)
+
+ctypes.pythonapi.PyCapsule_GetPointer.restype = ctypes.c_void_p
+ctypes.pythonapi.PyCapsule_GetPointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
+SYNC_EVENT_OFFSET = 96  # ArrowArray (80) + device_id (8) + device_type (4) + padding (4)
+DEVICE_TYPE_OFFSET = 88
+
+
+def device_array_fields(capsule):
+    """(device_type, event handle) of the ArrowDeviceArray inside a capsule."""
+    base = ctypes.pythonapi.PyCapsule_GetPointer(capsule, b"arrow_device_array")
+    device_type = ctypes.c_int32.from_address(base + DEVICE_TYPE_OFFSET).value
+    event_ptr = ctypes.c_void_p.from_address(base + SYNC_EVENT_OFFSET).value
+    event = ctypes.c_void_p.from_address(event_ptr).value if event_ptr else None
+    return device_type, event
+
+
+def cuda_table(n=1024):
+    x = zerohop.zeros((n,), "float32", device="cuda:0")
+    v = zerohop.zeros((n, 3), "float64", device="cuda:0")
+    torch.from_dlpack(x).copy_(torch.arange(n, dtype=torch.float32, device="cuda"))
+    torch.from_dlpack(v).fill_(2.0)
+    return x, v, zerohop.Table.from_tensors({"x": x, "v": v})
+
+
+def test_cuda_tables_round_trip_through_device_capsules_by_pointer():
+    x, v, table = cuda_table()
+    assert table.storage == "device" and len(table) == 1024
+    schema, array = table.__arrow_c_device_array__()
+    device_type, event = device_array_fields(array)
+    assert device_type == 2 and event  # CUDA, with an event to wait on
+
+    class Producer:
+        def __arrow_c_device_array__(self, requested_schema=None, **kwargs):
+            return schema, array
+
+    back = zerohop.from_arrow(Producer())
+    assert back.storage == "device"
+    assert back["x"].data_ptr == x.data_ptr and back["x"].device == "cuda:0"
+    assert back["v"].data_ptr == v.data_ptr and back["v"].shape == (1024, 3)
+    assert torch.from_dlpack(back["x"]).sum().item() == sum(range(1024))
+    (xt,) = back.tensors(["x"], "torch")
+    assert xt.data_ptr() == x.data_ptr and xt.is_cuda
+    with pytest.raises(BufferError, match="device"):
+        pa.table(table)  # host capsules of device data are refused, not faked
+
+
+def test_device_streams_round_trip():
+    x, _, table = cuda_table(64)
+
+    class StreamProducer:
+        def __arrow_c_device_stream__(self, requested_schema=None, **kwargs):
+            return table.__arrow_c_device_stream__()
+
+    back = zerohop.from_arrow(StreamProducer())
+    assert back["x"].data_ptr == x.data_ptr
+
+
+def test_a_cuda_tensor_exports_a_plain_device_array():
+    x = zerohop.zeros((8, 2), "int32", device="cuda:0")
+    schema, array = x.__arrow_c_device_array__()
+    assert device_array_fields(array)[0] == 2
+
+    class Producer:
+        def __arrow_c_device_array__(self, requested_schema=None, **kwargs):
+            return schema, array
+
+    back = zerohop.from_arrow(Producer())
+    (name,) = back.columns
+    assert back[name].data_ptr == x.data_ptr and back[name].shape == (8, 2)
+
+
+def test_the_sync_event_orders_the_consumer_after_the_producer():
+    n = 1 << 22
+    producer, consumer = torch.cuda.Stream(), torch.cuda.Stream()
+    with torch.cuda.stream(consumer):
+        torch.ones(n, device="cuda").sum().item()  # warm the consumer's allocator
+    t = zerohop.zeros((n,), "float32", device="cuda:0")
+    xt = torch.from_dlpack(t)
+    torch.cuda.synchronize()
+    with torch.cuda.stream(producer):
+        torch.cuda._sleep(500_000_000)
+        xt.fill_(1.0)
+    t.set_stream(producer.cuda_stream)
+    table = zerohop.Table.from_tensors({"x": t})
+    schema, array = table.__arrow_c_device_array__()
+    _, event = device_array_fields(array)
+    cupy = pytest.importorskip("cupy")
+    # The event sits behind the sleeping kernel: cudaEventQuery says not ready (600).
+    assert cupy.cuda.runtime.eventQuery(event) == 600
+
+    class Producer:
+        def __arrow_c_device_array__(self, requested_schema=None, **kwargs):
+            return schema, array
+
+    imported = zerohop.from_arrow(Producer())
+    with torch.cuda.stream(consumer):
+        seen = torch.from_dlpack(imported["x"]).sum()
+    consumer.synchronize()
+    assert seen.item() == n
+    del t, xt, imported
+
+
+def test_what_pyarrow_makes_of_cuda_device_arrays():
+    """pyarrow reads CUDA device arrays only when built with CUDA; either way it must not
+    crash, and a CUDA-enabled pyarrow must see our pointers."""
+    x, _, table = cuda_table(16)
+    try:
+        batch = pa.RecordBatch._import_from_c_device_capsule(*table.__arrow_c_device_array__())
+    except (pa.ArrowNotImplementedError, pa.ArrowInvalid, NotImplementedError) as e:
+        print(f"pyarrow {pa.__version__} refuses CUDA device arrays: {e}")
+        return
+    assert batch.device_type == pa.DeviceAllocationType.CUDA
+    assert batch.column(0).buffers()[1].address == x.data_ptr
+    print(f"pyarrow {pa.__version__} imported the CUDA batch by pointer")

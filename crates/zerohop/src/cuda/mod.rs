@@ -7,19 +7,22 @@
 //! anything larger a `CUstream`.
 
 use std::ffi::c_void;
-use std::ptr::NonNull;
 use std::sync::OnceLock;
 
 use cudarc::driver::{result, sys};
 
-use crate::device::Device;
 use crate::error::{Error, Result};
-use crate::memory::{MemoryResource, Stream};
+use crate::memory::Stream;
+
+mod resources;
+pub use resources::{
+    CudaAsyncResource, CudaDeviceResource, CudaManagedResource, CudaPinnedResource, CUDA_ALIGNMENT,
+};
 
 /// The legacy default stream as DLPack and the CUDA array interface number it.
 pub const LEGACY_STREAM: Stream = Stream(1);
 
-fn driver_error(what: &str, err: result::DriverError) -> Error {
+pub(crate) fn driver_error(what: &str, err: result::DriverError) -> Error {
     Error::InvalidArgument {
         what: format!("CUDA {what}"),
         reason: format!("{err:?}"),
@@ -82,7 +85,7 @@ pub fn bind(ordinal: i32) -> Result<()> {
         .map_err(|e| driver_error("set context", e))
 }
 
-fn stream_handle(stream: Stream) -> sys::CUstream {
+pub(crate) fn stream_handle(stream: Stream) -> sys::CUstream {
     stream.0 as sys::CUstream
 }
 
@@ -142,62 +145,6 @@ pub fn pointer_device(ptr: usize) -> Result<i32> {
     }
     .map_err(|e| driver_error(&format!("pointer 0x{ptr:x}"), e))?;
     Ok(ordinal)
-}
-
-/// Device memory from `cuMemAlloc` on the device's primary context. Freed synchronously.
-#[derive(Debug)]
-pub struct CudaDeviceResource {
-    ordinal: i32,
-}
-
-impl CudaDeviceResource {
-    pub fn new(ordinal: i32) -> Result<Self> {
-        bind(ordinal)?;
-        Ok(CudaDeviceResource { ordinal })
-    }
-}
-
-/// cuMemAlloc's pointers are aligned to at least this.
-pub const CUDA_ALIGNMENT: usize = 256;
-
-impl MemoryResource for CudaDeviceResource {
-    fn allocate(&self, bytes: usize, align: usize, _stream: Stream) -> Result<NonNull<u8>> {
-        if align > CUDA_ALIGNMENT {
-            return Err(Error::InvalidArgument {
-                what: "alignment".into(),
-                reason: format!("{align} exceeds the {CUDA_ALIGNMENT} bytes cuMemAlloc gives"),
-            });
-        }
-        bind(self.ordinal)?;
-        // SAFETY: the context is current; the size is non-zero.
-        let ptr = unsafe { result::malloc_sync(bytes.max(1)) }.map_err(|e| Error::OutOfMemory {
-            requested: bytes,
-            device: self.device(),
-            reason: format!("{e:?}"),
-        })?;
-        NonNull::new(ptr as *mut u8).ok_or_else(|| Error::OutOfMemory {
-            requested: bytes,
-            device: self.device(),
-            reason: "cuMemAlloc returned NULL".into(),
-        })
-    }
-
-    unsafe fn deallocate(&self, ptr: NonNull<u8>, _bytes: usize, _align: usize, stream: Stream) {
-        if bind(self.ordinal).is_err() {
-            return;
-        }
-        // Work queued on `stream` may still use the block: let it finish first.
-        // SAFETY: per the trait contract the block came from `allocate` here; the stream is
-        // the one it was used on.
-        unsafe {
-            let _ = result::stream::synchronize(stream_handle(stream));
-            let _ = result::free_sync(ptr.as_ptr() as sys::CUdeviceptr);
-        }
-    }
-
-    fn device(&self) -> Device {
-        Device::cuda(self.ordinal)
-    }
 }
 
 /// Sets `bytes` bytes at `ptr` on `device` to zero (synchronously).
@@ -276,4 +223,42 @@ pub unsafe fn wait_for_event(device: i32, stream: Stream, event_ptr: *mut c_void
         )
     }
     .map_err(|e| driver_error("stream wait on a sync event", e))
+}
+
+/// Copies `bytes` from `src` to `dst` asynchronously on `stream` of `device` (any direction:
+/// unified addressing tells the driver where each pointer lives). From pinned host memory the
+/// copy overlaps the host; from pageable memory the driver stages it and the call returns
+/// once the data is in flight.
+///
+/// # Safety
+/// Both ranges must be valid for `bytes` bytes until the stream reaches the copy, and must not
+/// overlap.
+pub unsafe fn copy_async(
+    device: i32,
+    dst: *mut u8,
+    src: *const u8,
+    bytes: usize,
+    stream: Stream,
+) -> Result<()> {
+    if bytes == 0 {
+        return Ok(());
+    }
+    bind(device)?;
+    // SAFETY: per the caller's contract.
+    unsafe {
+        sys::cuMemcpyAsync(
+            dst as sys::CUdeviceptr,
+            src as sys::CUdeviceptr,
+            bytes,
+            stream_handle(stream),
+        )
+        .result()
+    }
+    .map_err(|e| driver_error("memcpy", e))
+}
+
+/// Free and total memory of `device`, in bytes.
+pub fn memory_info(device: i32) -> Result<(usize, usize)> {
+    bind(device)?;
+    result::mem_get_info().map_err(|e| driver_error("memory info", e))
 }

@@ -28,14 +28,15 @@ pub struct ArenaResource {
 struct ThreadCache {
     arena: u64,
     upstream: Arc<dyn MemoryResource>,
-    classes: [Vec<usize>; CLASS_COUNT],
+    /// Cached blocks and the stream each was freed on.
+    classes: [Vec<(usize, Stream)>; CLASS_COUNT],
 }
 
 impl Drop for ThreadCache {
     fn drop(&mut self) {
         for (class, blocks) in self.classes.iter_mut().enumerate() {
             let size = CLASS_SIZES[class];
-            for addr in blocks.drain(..) {
+            for (addr, stream) in blocks.drain(..) {
                 // SAFETY: cached blocks came from `upstream.allocate(size, POOL_ALIGNMENT)`
                 // and are not in use while cached.
                 unsafe {
@@ -43,7 +44,7 @@ impl Drop for ThreadCache {
                         NonNull::new_unchecked(std::ptr::with_exposed_provenance_mut(addr)),
                         size,
                         POOL_ALIGNMENT,
-                        Stream::HOST,
+                        stream,
                     )
                 };
             }
@@ -113,6 +114,19 @@ impl MemoryResource for ArenaResource {
         let cached = self
             .with_cache(|cache| cache.classes[class].pop())
             .flatten();
+        // A block freed on another stream is reused only after that stream's work (see Pool).
+        let cached = match cached {
+            Some((addr, freed_on)) if freed_on != stream => {
+                match self.upstream.order_reuse(freed_on, stream) {
+                    Ok(()) => Some(addr),
+                    Err(_) => {
+                        self.with_cache(|cache| cache.classes[class].push((addr, freed_on)));
+                        None
+                    }
+                }
+            }
+            other => other.map(|(addr, _)| addr),
+        };
         match cached {
             Some(addr) => {
                 NonNull::new(std::ptr::with_exposed_provenance_mut(addr)).ok_or_else(|| {
@@ -140,7 +154,9 @@ impl MemoryResource for ArenaResource {
         let kept = self
             .with_cache(|cache| {
                 let list = &mut cache.classes[class];
-                (list.len() < limit).then(|| list.push(addr)).is_some()
+                (list.len() < limit)
+                    .then(|| list.push((addr, stream)))
+                    .is_some()
             })
             .unwrap_or(false);
         if !kept {
@@ -151,5 +167,9 @@ impl MemoryResource for ArenaResource {
 
     fn device(&self) -> Device {
         self.upstream.device()
+    }
+
+    fn order_reuse(&self, freed_on: Stream, next: Stream) -> Result<()> {
+        self.upstream.order_reuse(freed_on, next)
     }
 }

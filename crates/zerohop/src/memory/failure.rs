@@ -55,4 +55,8 @@ impl MemoryResource for FailureCallbackResource {
     fn device(&self) -> Device {
         self.upstream.device()
     }
+
+    fn order_reuse(&self, freed_on: Stream, next: Stream) -> Result<()> {
+        self.upstream.order_reuse(freed_on, next)
+    }
 }

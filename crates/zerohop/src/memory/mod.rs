@@ -10,6 +10,8 @@ mod log;
 mod pool;
 mod registry;
 mod stats;
+#[cfg(test)]
+mod stream_order_tests;
 mod system;
 #[cfg(test)]
 mod tests;
@@ -63,6 +65,15 @@ pub trait MemoryResource: Send + Sync + fmt::Debug {
 
     /// The device this resource's memory lives on.
     fn device(&self) -> Device;
+
+    /// Makes work queued on `next` from now on wait for the work queued so far on
+    /// `freed_on`: called before a block freed on `freed_on` is handed out for `next`.
+    /// Host memory has no stream order, so the default does nothing; adaptors forward to
+    /// their upstream, and device resources make `next` wait on an event.
+    fn order_reuse(&self, freed_on: Stream, next: Stream) -> Result<()> {
+        let _ = (freed_on, next);
+        Ok(())
+    }
 
     /// Whether memory from `self` may be freed through `other`. Identity by default.
     fn is_equal(&self, other: &dyn MemoryResource) -> bool {

@@ -6,10 +6,15 @@
 //! whole chunks can go back upstream on `release`). Class blocks are carved by best fit too
 //! and return to the coalescing ranges on `release` or when the pool would otherwise fail.
 //!
-//! This host pool ignores streams: host memory has no stream order. Device pools built on
-//! the same trait add event-ordered reuse across streams.
+//! Reuse is stream-ordered. Every free block remembers the streams it was freed on (merged
+//! ranges remember all of theirs). A request on stream S prefers a block freed on S, which
+//! needs nothing: S's own order already puts the new work after the old. A block freed on
+//! another stream T is handed to S only after `order_reuse(T, S)` on the upstream resource,
+//! which for device memory makes S wait on an event recorded on T — so the block's old work
+//! finishes before its new work starts, without blocking the host. Host resources have no
+//! streams and make that call a no-op.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::ptr::NonNull;
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -82,12 +87,18 @@ pub struct PoolUsage {
     pub free_blocks: usize,
 }
 
+/// The streams a free block was freed on (empty: fresh from upstream, no pending work).
+type Streams = Vec<Stream>;
+
 struct PoolState {
     /// Upstream allocations: start → size.
     chunks: BTreeMap<usize, usize>,
     free_by_size: BTreeSet<(usize, usize)>,
     free_by_addr: BTreeMap<usize, usize>,
-    small: [Vec<usize>; CLASS_COUNT],
+    /// Streams of free ranges that have any (absent: fresh memory).
+    range_streams: HashMap<usize, Streams>,
+    /// Cached class blocks: address and the stream each was freed on.
+    small: [Vec<(usize, Stream)>; CLASS_COUNT],
     reserved: usize,
     in_use: usize,
 }
@@ -98,6 +109,7 @@ impl Default for PoolState {
             chunks: BTreeMap::new(),
             free_by_size: BTreeSet::new(),
             free_by_addr: BTreeMap::new(),
+            range_streams: HashMap::new(),
             small: std::array::from_fn(|_| Vec::new()),
             reserved: 0,
             in_use: 0,
@@ -105,55 +117,81 @@ impl Default for PoolState {
     }
 }
 
-impl PoolState {
-    fn take_best_fit(&mut self, size: usize) -> Option<usize> {
-        let &(found, addr) = self.free_by_size.range((size, 0)..).next()?;
-        self.free_by_size.remove(&(found, addr));
-        self.free_by_addr.remove(&addr);
-        if found > size {
-            self.insert_range(addr + size, found - size);
+fn merge_streams(into: &mut Streams, from: Streams) {
+    for stream in from {
+        if !into.contains(&stream) {
+            into.push(stream);
         }
-        Some(addr)
+    }
+}
+
+impl PoolState {
+    /// The smallest free range of at least `size` bytes, split, with the streams its memory
+    /// was freed on.
+    fn take_best_fit(&mut self, size: usize) -> Option<(usize, Streams)> {
+        let &(found, addr) = self.free_by_size.range((size, 0)..).next()?;
+        let streams = self.remove_range(addr, found);
+        if found > size {
+            self.insert_range(addr + size, found - size, streams.clone());
+        }
+        Some((addr, streams))
     }
 
-    fn insert_range(&mut self, addr: usize, size: usize) {
+    fn insert_range(&mut self, addr: usize, size: usize, streams: Streams) {
         self.free_by_size.insert((size, addr));
         self.free_by_addr.insert(addr, size);
+        if !streams.is_empty() {
+            self.range_streams.insert(addr, streams);
+        }
     }
 
-    fn remove_range(&mut self, addr: usize, size: usize) {
+    fn remove_range(&mut self, addr: usize, size: usize) -> Streams {
         self.free_by_size.remove(&(size, addr));
         self.free_by_addr.remove(&addr);
+        self.range_streams.remove(&addr).unwrap_or_default()
     }
 
     /// Moves every cached class block back into the coalescing free ranges.
     fn unclass(&mut self) {
         for (class, &size) in CLASS_SIZES.iter().enumerate() {
-            for addr in std::mem::take(&mut self.small[class]) {
-                self.free_range(addr, size);
+            for (addr, stream) in std::mem::take(&mut self.small[class]) {
+                self.free_range(addr, size, vec![stream]);
             }
         }
     }
 
-    /// Returns a block to the free ranges, merging with neighbours inside its chunk.
-    fn free_range(&mut self, mut addr: usize, mut size: usize) {
+    /// Returns a block to the free ranges, merging with neighbours inside its chunk; the
+    /// merged range remembers every stream its parts were freed on.
+    fn free_range(&mut self, mut addr: usize, mut size: usize, mut streams: Streams) {
         let next = addr + size;
         if !self.chunks.contains_key(&next) {
             if let Some(&next_size) = self.free_by_addr.get(&next) {
-                self.remove_range(next, next_size);
+                let theirs = self.remove_range(next, next_size);
+                merge_streams(&mut streams, theirs);
                 size += next_size;
             }
         }
         if !self.chunks.contains_key(&addr) {
             if let Some((&prev, &prev_size)) = self.free_by_addr.range(..addr).next_back() {
                 if prev + prev_size == addr {
-                    self.remove_range(prev, prev_size);
+                    let theirs = self.remove_range(prev, prev_size);
+                    merge_streams(&mut streams, theirs);
                     addr = prev;
                     size += prev_size;
                 }
             }
         }
-        self.insert_range(addr, size);
+        self.insert_range(addr, size, streams);
+    }
+
+    /// A cached block of `class`, preferring one freed on `stream` among the most recent.
+    fn take_small(&mut self, class: usize, stream: Stream) -> Option<(usize, Stream)> {
+        let list = &mut self.small[class];
+        let recent = list.len().saturating_sub(8);
+        match list[recent..].iter().rposition(|&(_, s)| s == stream) {
+            Some(i) => Some(list.swap_remove(recent + i)),
+            None => list.pop(),
+        }
     }
 }
 
@@ -242,7 +280,15 @@ impl PoolResource {
         let addr = expose(ptr);
         state.chunks.insert(addr, chunk);
         state.reserved += chunk;
-        state.insert_range(addr, chunk);
+        state.insert_range(addr, chunk, Vec::new());
+        Ok(())
+    }
+
+    /// Orders `next` after the work pending on every stream in `freed_on` but itself.
+    fn order(&self, freed_on: &[Stream], next: Stream) -> Result<()> {
+        for &stream in freed_on.iter().filter(|&&s| s != next) {
+            self.upstream.order_reuse(stream, next)?;
+        }
         Ok(())
     }
 
@@ -258,7 +304,7 @@ impl PoolResource {
             .collect();
         let mut released = 0;
         for (start, size) in idle {
-            state.remove_range(start, size);
+            let _ = state.remove_range(start, size);
             state.chunks.remove(&start);
             state.reserved -= size;
             released += size;
@@ -286,13 +332,17 @@ impl MemoryResource for PoolResource {
         })?;
         let mut state = self.state();
         if let Some(class) = class {
-            if let Some(addr) = state.small[class].pop() {
+            if let Some((addr, freed_on)) = state.take_small(class, stream) {
+                if let Err(err) = self.order(&[freed_on], stream) {
+                    state.small[class].push((addr, freed_on));
+                    return Err(err);
+                }
                 state.in_use += size;
                 return Ok(to_ptr(addr));
             }
         }
-        let addr = match state.take_best_fit(size) {
-            Some(addr) => addr,
+        let (addr, streams) = match state.take_best_fit(size) {
+            Some(found) => found,
             None => match self.grow(&mut state, size) {
                 Ok(()) => state
                     .take_best_fit(size)
@@ -304,6 +354,10 @@ impl MemoryResource for PoolResource {
                 }
             },
         };
+        if let Err(err) = self.order(&streams, stream) {
+            state.free_range(addr, size, streams);
+            return Err(err);
+        }
         state.in_use += size;
         Ok(to_ptr(addr))
     }
@@ -321,13 +375,17 @@ impl MemoryResource for PoolResource {
         let mut state = self.state();
         state.in_use -= size;
         match class {
-            Some(class) => state.small[class].push(addr),
-            None => state.free_range(addr, size),
+            Some(class) => state.small[class].push((addr, stream)),
+            None => state.free_range(addr, size, vec![stream]),
         }
     }
 
     fn device(&self) -> Device {
         self.upstream.device()
+    }
+
+    fn order_reuse(&self, freed_on: Stream, next: Stream) -> Result<()> {
+        self.upstream.order_reuse(freed_on, next)
     }
 }
 

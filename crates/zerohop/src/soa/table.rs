@@ -22,6 +22,9 @@ pub struct SoaTable {
     first_row: usize,
     len: usize,
     readonly: bool,
+    /// The source of an asynchronous copy this table was made by, kept alive so the copy
+    /// never reads freed memory (see `copy_to`).
+    _copy_source: Option<Buffer>,
 }
 
 impl SoaTable {
@@ -45,10 +48,7 @@ impl SoaTable {
         // (alignment = element size), so consumers that want aligned starts get them.
         let base_alignment = alignment.max(crate::memory::DEFAULT_ALIGNMENT);
         let buffer = Buffer::allocate(resource, layout.total_bytes, base_alignment, Stream::HOST)?;
-        if buffer.device().is_host_accessible() {
-            // SAFETY: a fresh buffer of `total_bytes` host bytes nobody else sees yet.
-            unsafe { std::ptr::write_bytes(buffer.as_ptr(), 0, layout.total_bytes) };
-        }
+        zero_fill(&buffer, layout.total_bytes)?;
         Ok(SoaTable {
             schema: Arc::new(schema),
             layout: Arc::new(layout),
@@ -56,6 +56,7 @@ impl SoaTable {
             first_row: 0,
             len: rows,
             readonly: false,
+            _copy_source: None,
         })
     }
 
@@ -171,6 +172,35 @@ impl SoaTable {
             }
         }
         Ok(grown)
+    }
+
+    /// The same table in memory from `resource` (another device, pinned host memory, …):
+    /// one copy of the whole buffer, the layout unchanged, enqueued on `stream` when a device
+    /// is involved (asynchronous from pinned host memory; from pageable memory the driver
+    /// stages it). The copy keeps this view's row window. Work on `stream` sees the data; other
+    /// streams must be ordered after it.
+    pub fn copy_to(&self, resource: Arc<dyn MemoryResource>, stream: Stream) -> Result<SoaTable> {
+        let base_alignment = self.layout.alignment.max(crate::memory::DEFAULT_ALIGNMENT);
+        let bytes = self.layout.total_bytes;
+        let buffer = Buffer::allocate(resource, bytes, base_alignment, stream)?;
+        let (from, to) = (self.buffer.device(), buffer.device());
+        let copy_source = if from.is_host_accessible() && to.is_host_accessible() {
+            // SAFETY: two distinct buffers of at least `bytes` host-accessible bytes.
+            unsafe { std::ptr::copy_nonoverlapping(self.buffer.as_ptr(), buffer.as_ptr(), bytes) };
+            None
+        } else {
+            copy_between_devices(&self.buffer, &buffer, bytes, stream)?;
+            Some(self.buffer.clone())
+        };
+        Ok(SoaTable {
+            schema: self.schema.clone(),
+            layout: self.layout.clone(),
+            buffer,
+            first_row: self.first_row,
+            len: self.len,
+            readonly: self.readonly,
+            _copy_source: copy_source,
+        })
     }
 
     /// Rows `start..end` of this table, sharing its memory.
@@ -359,4 +389,45 @@ pub(crate) fn matrix_strides(kind: ColumnKind, s: i64) -> (i64, i64) {
         ColumnKind::Matrix { rows, .. } => (s, rows as i64 * s),
         _ => (s, s),
     }
+}
+
+/// Zeroes a fresh table buffer wherever it lives.
+fn zero_fill(buffer: &Buffer, bytes: usize) -> Result<()> {
+    if buffer.device().is_host_accessible() {
+        // SAFETY: a fresh buffer of `bytes` host bytes nobody else sees yet.
+        unsafe { std::ptr::write_bytes(buffer.as_ptr(), 0, bytes) };
+        return Ok(());
+    }
+    #[cfg(feature = "cuda")]
+    if buffer.device().kind == crate::device::DeviceKind::Cuda {
+        // SAFETY: a fresh device buffer of `bytes` bytes on that device.
+        return unsafe { crate::cuda::memset_zero(buffer.device().id, buffer.as_ptr(), bytes) };
+    }
+    Err(Error::NotHostAccessible {
+        device: buffer.device(),
+    })
+}
+
+#[cfg(feature = "cuda")]
+fn copy_between_devices(src: &Buffer, dst: &Buffer, bytes: usize, stream: Stream) -> Result<()> {
+    use crate::device::DeviceKind;
+    let device = [dst.device(), src.device()]
+        .into_iter()
+        .find(|d| matches!(d.kind, DeviceKind::Cuda))
+        .map_or(0, |d| d.id);
+    // SAFETY: distinct buffers of at least `bytes` bytes; the new table keeps the source
+    // alive, so the copy never reads freed memory.
+    unsafe { crate::cuda::copy_async(device, dst.as_ptr(), src.as_ptr(), bytes, stream) }
+}
+
+#[cfg(not(feature = "cuda"))]
+fn copy_between_devices(src: &Buffer, dst: &Buffer, _bytes: usize, _stream: Stream) -> Result<()> {
+    Err(Error::InvalidArgument {
+        what: "table copy".into(),
+        reason: format!(
+            "from {} to {} needs zerohop's cuda feature",
+            src.device(),
+            dst.device()
+        ),
+    })
 }

@@ -121,6 +121,7 @@ impl TensorMap {
         TensorMapBuilder::default()
     }
 
+    #[cfg_attr(not(feature = "arrow"), allow(dead_code))]
     pub(super) fn groups(&self) -> &[Group] {
         &self.groups
     }

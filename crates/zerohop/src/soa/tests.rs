@@ -476,3 +476,36 @@ mod properties {
         }
     }
 }
+
+#[test]
+fn copy_to_another_resource_keeps_layout_values_and_row_window() {
+    let schema = Schema::builder()
+        .column("x", DType::F32)
+        .vector("v", DType::I64, 2)
+        .build()
+        .unwrap();
+    let mut t = SoaTable::new(schema, 6).unwrap();
+    t.column_mut::<f32>("x")
+        .unwrap()
+        .copy_from_slice(&[0.0, 1.0, 2.0, 3.0, 4.0, 5.0]);
+    t.component_mut::<i64>("v", 1)
+        .unwrap()
+        .copy_from_slice(&[10, 11, 12, 13, 14, 15]);
+    let window = t.slice_rows(2, 5).unwrap();
+    let resource: std::sync::Arc<dyn crate::memory::MemoryResource> =
+        std::sync::Arc::new(crate::memory::SystemResource::new());
+    let copy = window
+        .copy_to(resource, crate::memory::Stream::HOST)
+        .unwrap();
+    assert_ne!(copy.buffer().as_ptr(), t.buffer().as_ptr());
+    assert_eq!(copy.len(), 3);
+    assert_eq!(copy.column::<f32>("x").unwrap(), &[2.0, 3.0, 4.0]);
+    assert_eq!(copy.component::<i64>("v", 1).unwrap(), &[12, 13, 14]);
+    assert_eq!(copy.layout(), t.layout());
+    t.column_mut::<f32>("x").unwrap()[2] = -1.0;
+    assert_eq!(
+        copy.column::<f32>("x").unwrap()[0],
+        2.0,
+        "a copy, not a view"
+    );
+}

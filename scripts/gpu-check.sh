@@ -19,11 +19,14 @@ export PYTHONPATH=/tmp/zerohop-site
   nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
   $PY -c 'import sys, torch, cupy, jax, numba, numpy; print(sys.version.split()[0], "torch", torch.__version__, "cupy", cupy.__version__, "jax", jax.__version__, "numba", numba.__version__, "numpy", numpy.__version__)'
   $PY -c 'import zerohop, zerohop.cuda as c; print("zerohop", zerohop.__version__, "cuda available:", c.is_available(), "devices:", c.device_count())'
+  $PY -c 'import importlib; [print(m, getattr(importlib.import_module(m), "__version__", "?")) for m in ("pyarrow", "polars", "numba.cuda") if importlib.util.find_spec(m.split(".")[0])]' || true
 } 2>&1 | tee "$OUT/device.txt"
 # The suites run from a copy of tests/ so the repository's python/ folder is not imported.
 rm -rf /tmp/zerohop-tests && cp -r tests /tmp/zerohop-tests
 status=0
-$PY -m pytest -q -p no:cacheprovider /tmp/zerohop-tests/gpu 2>&1 | tee "$OUT/pytest-gpu.log" || status=1
+$PY -m pytest -q -rs -s -p no:cacheprovider /tmp/zerohop-tests/gpu 2>&1 | tee "$OUT/pytest-gpu.log" || status=1
+# QUICK=1: the GPU suite only (iterating on GPU code).
+[ "${QUICK:-0}" = 1 ] && exit $status
 $PY -m pytest -q -p no:cacheprovider /tmp/zerohop-tests -k "not lifetimes and not ecg" \
   --ignore=/tmp/zerohop-tests/gpu 2>&1 | tail -15 | tee "$OUT/pytest-cpu.log" || status=1
 $PY bench/gpu_dlpack.py --out "$OUT/gpu_dlpack.md" 2>&1 | tee "$OUT/bench.log" || status=1

@@ -16,10 +16,13 @@ from ._zerohop import memory as _m
 
 Resource = _m.Resource
 
+Block = _m.Block
+
 __all__ = [
-    "Arena", "CudaDevice", "Limit", "Log", "OutOfMemoryError", "Pool", "Resource", "Stats", "System",
-    "Tracking", "get_current", "leaks", "reset_current", "set_current", "stats",
-    "use_for_numpy", "C_MALLOC_SYMBOL", "C_FREE_SYMBOL", "library_path",
+    "Arena", "Block", "CudaAsync", "CudaDevice", "CudaManaged", "CudaPinned", "Limit", "Log",
+    "OutOfMemoryError", "Pool", "Resource", "Stats", "System", "Tracking", "get_current",
+    "install", "leaks", "reset_current", "set_current", "stats", "use_for_numpy",
+    "C_MALLOC_SYMBOL", "C_FREE_SYMBOL", "library_path",
 ]
 
 #: C symbols exported by the extension, with the signatures torch's CUDAPluggableAllocator
@@ -44,6 +47,22 @@ def System():
 def CudaDevice(device=0):
     """Device memory of a CUDA GPU (cuMemAlloc/cuMemFree); wrap it in Pool for reuse."""
     return _m.cuda_device(device)
+
+
+def CudaAsync(device=0):
+    """Stream-ordered device memory (cuMemAllocAsync on the device's memory pool)."""
+    return _m.cuda_async(device)
+
+
+def CudaManaged(device=0):
+    """Managed memory (cuMemAllocManaged): one pointer for host and device; may exceed the
+    device's memory."""
+    return _m.cuda_managed(device)
+
+
+def CudaPinned(device=0):
+    """Page-locked host memory (cuMemHostAlloc), for copies that run alongside the host."""
+    return _m.cuda_pinned(device)
 
 
 def Pool(upstream=None, *, initial=0, maximum=None):
@@ -126,3 +145,6 @@ class use_for_numpy:
     def __exit__(self, *exc):
         self.restore()
         return False
+
+
+from ._install import install  # noqa: E402  (it builds on the names above)

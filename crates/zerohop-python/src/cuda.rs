@@ -35,7 +35,12 @@ fn synchronize(py: Python<'_>, device: i32, stream: usize) -> PyResult<()> {
 pub fn zeros_on(device: Device, dtype: DType, shape: &[i64]) -> PyResult<PyTensor> {
     let numel = zerohop::tensor::checked_numel(shape).py()?;
     let bytes = numel * dtype.itemsize();
-    let resource = Arc::new(CudaDeviceResource::new(device.id).py()?);
+    // The device's current resource (a pool `memory.install` or `set_current` put there),
+    // else plain device memory.
+    let resource: Arc<dyn zerohop::MemoryResource> = match zerohop::memory::current_resource(device) {
+        Some(r) => r,
+        None => Arc::new(CudaDeviceResource::new(device.id).py()?),
+    };
     let buffer = Buffer::allocate(resource, bytes, zcuda::CUDA_ALIGNMENT, LEGACY_STREAM).py()?;
     // SAFETY: a fresh device allocation of `bytes` bytes on `device`.
     unsafe { zcuda::memset_zero(device.id, buffer.as_ptr(), bytes) }.py()?;

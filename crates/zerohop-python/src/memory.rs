@@ -29,6 +29,9 @@ enum Kind {
     Tracking(Arc<TrackingResource>),
     Log(Arc<LogResource>),
     CudaDevice,
+    CudaAsync,
+    CudaManaged,
+    CudaPinned,
     /// A resource zerohop did not build from Python (the default, or one set from Rust).
     Opaque,
 }
@@ -60,6 +63,9 @@ impl PyResource {
             Kind::Tracking(_) => "Tracking",
             Kind::Log(_) => "Log",
             Kind::CudaDevice => "CudaDevice",
+            Kind::CudaAsync => "CudaAsync",
+            Kind::CudaManaged => "CudaManaged",
+            Kind::CudaPinned => "CudaPinned",
             Kind::Opaque => "Resource",
         }
     }
@@ -192,25 +198,32 @@ impl PyResource {
         }
     }
 
-    /// Allocates `nbytes` and returns the address (for tests and foreign callers; give it
-    /// back with `deallocate`).
-    #[pyo3(signature = (nbytes, align=POOL_ALIGNMENT))]
-    fn allocate(&self, nbytes: usize, align: usize) -> PyResult<usize> {
-        Ok(self
-            .inner
-            .allocate(nbytes, align, Stream::HOST)
-            .py()?
-            .as_ptr() as usize)
+    /// Allocates `nbytes` for use on `stream` (a CUDA stream handle; 0 is the legacy
+    /// default, and the only value for host memory) and returns the address (for tests and
+    /// foreign callers; give it back with `deallocate`, or use `Block` to own it).
+    #[pyo3(signature = (nbytes, align=POOL_ALIGNMENT, stream=0))]
+    fn allocate(&self, py: Python<'_>, nbytes: usize, align: usize, stream: usize) -> PyResult<usize> {
+        let inner = self.inner.clone();
+        // The address crosses the detach as an integer (pointers are not Send).
+        py.detach(move || {
+            inner
+                .allocate(nbytes, align, Stream(stream))
+                .map(|p| p.as_ptr() as usize)
+        })
+        .py()
     }
 
+    /// Gives a block back; work already queued on `stream` may still use it, so another
+    /// stream gets it only after that work (see `Pool`).
+    ///
     /// # Safety (for the Python caller)
     /// `address` must come from `allocate` on this resource with the same size and alignment.
-    #[pyo3(signature = (address, nbytes, align=POOL_ALIGNMENT))]
-    fn deallocate(&self, address: usize, nbytes: usize, align: usize) -> PyResult<()> {
+    #[pyo3(signature = (address, nbytes, align=POOL_ALIGNMENT, stream=0))]
+    fn deallocate(&self, address: usize, nbytes: usize, align: usize, stream: usize) -> PyResult<()> {
         let ptr = NonNull::new(address as *mut u8)
             .ok_or_else(|| PyValueError::new_err("address 0 was never allocated"))?;
         // SAFETY: the Python caller promises the block came from `allocate` here.
-        unsafe { self.inner.deallocate(ptr, nbytes, align, Stream::HOST) };
+        unsafe { self.inner.deallocate(ptr, nbytes, align, Stream(stream)) };
         Ok(())
     }
 
@@ -248,6 +261,94 @@ fn system() -> PyResource {
 fn cuda_device(device: i32) -> PyResult<PyResource> {
     let inner = zerohop::cuda::CudaDeviceResource::new(device).py()?;
     Ok(PyResource::new(Arc::new(inner), Kind::CudaDevice, None))
+}
+
+/// Stream-ordered device memory (cuMemAllocAsync on the device's memory pool).
+#[pyfunction]
+#[pyo3(signature = (device=0))]
+fn cuda_async(device: i32) -> PyResult<PyResource> {
+    let inner = zerohop::cuda::CudaAsyncResource::new(device).py()?;
+    Ok(PyResource::new(Arc::new(inner), Kind::CudaAsync, None))
+}
+
+/// Managed memory (cuMemAllocManaged): may exceed the device's memory.
+#[pyfunction]
+#[pyo3(signature = (device=0))]
+fn cuda_managed(device: i32) -> PyResult<PyResource> {
+    let inner = zerohop::cuda::CudaManagedResource::new(device).py()?;
+    Ok(PyResource::new(Arc::new(inner), Kind::CudaManaged, None))
+}
+
+/// Pinned host memory (cuMemHostAlloc), for copies that overlap the host.
+#[pyfunction]
+#[pyo3(signature = (device=0))]
+fn cuda_pinned(device: i32) -> PyResult<PyResource> {
+    let inner = zerohop::cuda::CudaPinnedResource::new(device).py()?;
+    Ok(PyResource::new(Arc::new(inner), Kind::CudaPinned, None))
+}
+
+/// One allocation owned by a Python object: freed (on its stream) when the object dies.
+/// What CuPy's and Numba's allocator plug-ins hand out.
+#[pyclass(name = "Block", module = "zerohop.memory", frozen)]
+pub struct PyBlock {
+    resource: Arc<dyn MemoryResource>,
+    ptr: NonNull<u8>,
+    nbytes: usize,
+    stream: usize,
+}
+
+// SAFETY: the block is an address owned by this object alone; resources are Send + Sync.
+unsafe impl Send for PyBlock {}
+// SAFETY: shared access only reads the address.
+unsafe impl Sync for PyBlock {}
+
+#[pymethods]
+impl PyBlock {
+    #[new]
+    #[pyo3(signature = (resource, nbytes, stream=0))]
+    fn new(py: Python<'_>, resource: &Bound<'_, PyResource>, nbytes: usize, stream: usize) -> PyResult<Self> {
+        let inner = resource.get().inner.clone();
+        let held = inner.clone();
+        let address = py
+            .detach(move || {
+                held.allocate(nbytes, POOL_ALIGNMENT, Stream(stream))
+                    .map(|p| p.as_ptr() as usize)
+            })
+            .py()?;
+        let ptr = NonNull::new(address as *mut u8)
+            .ok_or_else(|| PyValueError::new_err("the resource returned NULL"))?;
+        Ok(PyBlock {
+            resource: inner,
+            ptr,
+            nbytes,
+            stream,
+        })
+    }
+
+    #[getter]
+    fn ptr(&self) -> usize {
+        self.ptr.as_ptr() as usize
+    }
+
+    #[getter]
+    fn nbytes(&self) -> usize {
+        self.nbytes
+    }
+
+    #[getter]
+    fn stream(&self) -> usize {
+        self.stream
+    }
+}
+
+impl Drop for PyBlock {
+    fn drop(&mut self) {
+        // SAFETY: allocated in `new` from this resource with these arguments, freed once.
+        unsafe {
+            self.resource
+                .deallocate(self.ptr, self.nbytes, POOL_ALIGNMENT, Stream(self.stream))
+        };
+    }
 }
 
 #[pyfunction]
@@ -314,38 +415,66 @@ fn log(upstream: &Bound<'_, PyResource>, path: PathBuf) -> PyResult<PyResource> 
 
 /// The Python object last installed with `set_current` (so `get_current` returns the same
 /// object, with its kind and upstream chain).
-static CURRENT_HOST: std::sync::Mutex<Option<Py<PyResource>>> = std::sync::Mutex::new(None);
 
+/// Python handles of the current resources, so `get_current` returns the very object set.
+static CURRENT_SET: std::sync::Mutex<Vec<(Device, Py<PyResource>)>> =
+    std::sync::Mutex::new(Vec::new());
+
+fn slot_of(resource: &PyResource) -> Device {
+    let device = resource.inner.device();
+    if device.is_host_accessible() {
+        Device::CPU
+    } else {
+        device
+    }
+}
+
+/// Makes `resource` the one zerohop allocates from on its device: host resources (system,
+/// pinned, managed and their adaptors) serve the host; CUDA resources serve their device, for
+/// zerohop's own device allocations and for the C symbols torch loads.
 #[pyfunction]
 fn set_current(resource: &Bound<'_, PyResource>) -> PyResult<()> {
-    let device = resource.get().inner.device();
-    if !device.is_host_accessible() {
+    let slot = slot_of(resource.get());
+    if slot.kind != zerohop::DeviceKind::Cpu && slot.kind != zerohop::DeviceKind::Cuda {
         return Err(PyValueError::new_err(format!(
-            "set_current takes a host resource here; this one allocates on {device}"
+            "set_current takes host or CUDA resources; this one allocates on {slot}"
         )));
     }
-    set_current_resource(Device::CPU, resource.get().inner.clone());
-    *CURRENT_HOST.lock().unwrap_or_else(|p| p.into_inner()) = Some(resource.clone().unbind());
+    set_current_resource(slot, resource.get().inner.clone());
+    let mut set = CURRENT_SET.lock().unwrap_or_else(|p| p.into_inner());
+    set.retain(|(d, _)| *d != slot);
+    set.push((slot, resource.clone().unbind()));
     Ok(())
 }
 
+/// The current resource for `device` ("cpu" or "cuda:N"); None for a device without one.
 #[pyfunction]
-fn get_current(py: Python<'_>) -> PyResult<Py<PyResource>> {
-    let installed = current_resource(Device::CPU).expect("the host always has a resource");
-    let guard = CURRENT_HOST.lock().unwrap_or_else(|p| p.into_inner());
-    if let Some(known) = guard.as_ref() {
+#[pyo3(signature = (device="cpu"))]
+fn get_current(py: Python<'_>, device: &str) -> PyResult<Option<Py<PyResource>>> {
+    let slot = Device::parse(device).py()?;
+    let Some(installed) = current_resource(slot) else {
+        return Ok(None);
+    };
+    let set = CURRENT_SET.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some((_, known)) = set.iter().find(|(d, _)| *d == slot) {
         if known.get().inner.is_equal(&*installed) {
-            return Ok(known.clone_ref(py));
+            return Ok(Some(known.clone_ref(py)));
         }
     }
-    Py::new(py, PyResource::new(installed, Kind::Opaque, None))
+    Ok(Some(Py::new(py, PyResource::new(installed, Kind::Opaque, None))?))
 }
 
-/// Restores the process default (the system resource) for host allocations.
+/// Restores the defaults: the system resource for the host, none for devices.
 #[pyfunction]
-fn reset_current() {
-    zerohop::memory::reset_current_resource(Device::CPU);
-    *CURRENT_HOST.lock().unwrap_or_else(|p| p.into_inner()) = None;
+#[pyo3(signature = (device="cpu"))]
+fn reset_current(device: &str) -> PyResult<()> {
+    let slot = Device::parse(device).py()?;
+    zerohop::memory::reset_current_resource(slot);
+    CURRENT_SET
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .retain(|(d, _)| *d != slot);
+    Ok(())
 }
 
 fn device_of(device: c_int) -> Device {
@@ -403,9 +532,13 @@ pub unsafe extern "C" fn zerohop_free(
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyResource>()?;
+    m.add_class::<PyBlock>()?;
     for f in [
         wrap_pyfunction!(system, m)?,
         wrap_pyfunction!(cuda_device, m)?,
+        wrap_pyfunction!(cuda_async, m)?,
+        wrap_pyfunction!(cuda_managed, m)?,
+        wrap_pyfunction!(cuda_pinned, m)?,
         wrap_pyfunction!(pool, m)?,
         wrap_pyfunction!(arena, m)?,
         wrap_pyfunction!(limit, m)?,

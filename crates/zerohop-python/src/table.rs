@@ -23,6 +23,8 @@ use crate::tensor::PyTensor;
 #[pyclass(name = "Table", module = "zerohop", frozen)]
 pub struct PyTable {
     storage: Storage,
+    /// For SoA tables on a CUDA device: the stream their data is produced on (1: legacy).
+    stream: usize,
 }
 
 fn parse_order(value: &Bound<'_, PyAny>) -> PyResult<ComponentOrder> {
@@ -181,11 +183,24 @@ fn to_framework<'py>(
     view: TensorView,
     copied: bool,
     framework: Option<&str>,
+    stream: usize,
 ) -> PyResult<Bound<'py, PyAny>> {
     let dlpack = intern!(py, "from_dlpack");
-    let tensor = || Bound::new(py, PyTensor::new(view.clone(), copied));
+    let on_cuda = view.device().kind == zerohop::DeviceKind::Cuda;
+    let tensor = || {
+        let t = if on_cuda {
+            PyTensor::with_stream(view.clone(), copied, stream)
+        } else {
+            PyTensor::new(view.clone(), copied)
+        };
+        Bound::new(py, t)
+    };
     match framework {
         None | Some("zerohop") => Ok(tensor()?.into_any()),
+        // Device data goes through the protocol, so torch names its stream and waits on ours.
+        Some("torch") if on_cuda => py
+            .import(intern!(py, "torch"))?
+            .call_method1(dlpack, (tensor()?,)),
         Some("torch") => {
             let managed = export_versioned(&view, ExportOptions { is_copied: copied }).py()?;
             if view.device().is_host_accessible() {
@@ -219,10 +234,45 @@ fn warn_copy(py: Python<'_>, what: &str) -> PyResult<()> {
     Ok(())
 }
 
+/// The resource a table on `device` comes from: the device's current resource, else plain
+/// device memory ("cuda:N"), pinned host memory ("cuda_host") or the host default ("cpu").
+fn resource_for(device: &str) -> PyResult<std::sync::Arc<dyn zerohop::MemoryResource>> {
+    let device = Device::parse(device).py()?;
+    if let Some(current) = zerohop::memory::current_resource(device) {
+        return Ok(current);
+    }
+    Ok(match device.kind {
+        zerohop::DeviceKind::Cuda => {
+            std::sync::Arc::new(zerohop::cuda::CudaDeviceResource::new(device.id).py()?)
+        }
+        zerohop::DeviceKind::CudaHost => {
+            std::sync::Arc::new(zerohop::cuda::CudaPinnedResource::new(device.id).py()?)
+        }
+        _ => {
+            return Err(PyValueError::new_err(format!(
+                "tables live on cpu, cuda:N or cuda_host, not {device}"
+            )))
+        }
+    })
+}
+
 impl PyTable {
     pub fn from_table(table: SoaTable) -> Self {
+        PyTable::with_storage(Storage::Soa(table))
+    }
+
+    fn with_storage(storage: Storage) -> Self {
         PyTable {
-            storage: Storage::Soa(table),
+            storage,
+            stream: zerohop::cuda::LEGACY_STREAM.0,
+        }
+    }
+
+    /// The stream a tensor of this table is produced on.
+    fn stream(&self) -> usize {
+        match &self.storage {
+            Storage::Device { stream, .. } => *stream,
+            _ => self.stream,
         }
     }
 
@@ -237,16 +287,16 @@ impl PyTable {
 #[pymethods]
 impl PyTable {
     #[new]
-    #[pyo3(signature = (schema, rows, *, alignment=SOA_DEFAULT_ALIGNMENT, readonly=false))]
+    #[pyo3(signature = (schema, rows, *, alignment=SOA_DEFAULT_ALIGNMENT, readonly=false, device="cpu"))]
     fn new(
         schema: &Bound<'_, PyAny>,
         rows: usize,
         alignment: usize,
         readonly: bool,
+        device: &str,
     ) -> PyResult<Self> {
         let schema = parse_schema(schema)?;
-        let resource =
-            zerohop::memory::current_resource(Device::CPU).expect("the host always has a resource");
+        let resource = resource_for(device)?;
         let mut table = SoaTable::with_options(schema, rows, alignment, resource).py()?;
         if readonly {
             table = table.into_readonly();
@@ -390,7 +440,7 @@ impl PyTable {
                     ),
                 )?;
             }
-            out.append(to_framework(py, m.view, m.copied, framework)?)?;
+            out.append(to_framework(py, m.view, m.copied, framework, self.stream())?)?;
         }
         Ok(out)
     }
@@ -409,7 +459,7 @@ impl PyTable {
         if copied {
             warn_copy(py, &format!("column {name:?} was copied to fill its nulls"))?;
         }
-        to_framework(py, view, copied, framework)
+        to_framework(py, view, copied, framework, self.stream())
     }
 
     fn __getitem__<'py>(&self, py: Python<'py>, name: &str) -> PyResult<Bound<'py, PyAny>> {
@@ -418,9 +468,7 @@ impl PyTable {
 
     /// Rows `start..stop` as a table sharing this one's memory.
     fn rows(&self, start: usize, stop: usize) -> PyResult<PyTable> {
-        Ok(PyTable {
-            storage: self.storage.slice(start, stop)?,
-        })
+        Ok(PyTable::with_storage(self.storage.slice(start, stop)?))
     }
 
     /// SoA tables: offsets, sizes, padding and pitch of every column; Arrow and device
@@ -526,7 +574,7 @@ impl PyTable {
                 ),
             )?;
         }
-        Ok(PyTable { storage })
+        Ok(PyTable::with_storage(storage))
     }
 
     /// A table sharing the memory of `columns` ({name: tensor} or [(name, tensor)], any
@@ -534,9 +582,7 @@ impl PyTable {
     /// columns. Nothing is copied.
     #[staticmethod]
     fn from_tensors(py: Python<'_>, columns: &Bound<'_, PyAny>) -> PyResult<PyTable> {
-        Ok(PyTable {
-            storage: crate::arrow_table::storage_from_tensors(py, columns)?,
-        })
+        Ok(PyTable::with_storage(crate::arrow_table::storage_from_tensors(py, columns)?))
     }
 
     /// This table on the Arrow side. SoA plain columns are shared; vector and matrix
@@ -550,9 +596,60 @@ impl PyTable {
                 &format!("columns {copied:?} were transposed into Arrow FixedSizeLists (copies)"),
             )?;
         }
+        Ok(PyTable::with_storage(Storage::Arrow(batch)))
+    }
+
+    /// This SoA table on `device` ("cuda:N", "cpu" or "cuda_host" for pinned memory): one
+    /// copy of its buffer, enqueued on `stream` (a CUDA stream handle; default the legacy
+    /// stream). Tensors of a device copy carry that stream, so consumers on other streams
+    /// wait for the copy; a copy to the host is complete when this returns. From pinned host
+    /// memory (a table made with device="cuda_host") the copy runs alongside the host.
+    #[pyo3(signature = (device, *, stream=None))]
+    fn to(&self, py: Python<'_>, device: &str, stream: Option<usize>) -> PyResult<PyTable> {
+        let Storage::Soa(table) = &self.storage else {
+            return Err(PyBufferError::new_err(format!(
+                "to() moves SoA tables; this one has {} storage (to_soa() first)",
+                self.storage.kind()
+            )));
+        };
+        let resource = resource_for(device)?;
+        let target = resource.device();
+        let stream = stream.unwrap_or(zerohop::cuda::LEGACY_STREAM.0);
+        if stream == 0 {
+            return Err(PyValueError::new_err(
+                "stream=0 is ambiguous; pass 1 for the legacy default stream",
+            ));
+        }
+        let source = table.device();
+        if source.kind == zerohop::DeviceKind::Cuda && self.stream != stream {
+            // The copy reads data produced on this table's stream.
+            zerohop::cuda::order_streams(source.id, zerohop::Stream(self.stream), zerohop::Stream(stream)).py()?;
+        }
+        let table = table.clone();
+        let copied = py
+            .detach(move || table.copy_to(resource, zerohop::Stream(stream)))
+            .py()?;
+        if target.is_host_accessible() && source.kind == zerohop::DeviceKind::Cuda {
+            let device = source.id;
+            py.detach(move || zerohop::cuda::synchronize(device, zerohop::Stream(stream)))
+                .py()?;
+        }
         Ok(PyTable {
-            storage: Storage::Arrow(batch),
+            storage: Storage::Soa(copied),
+            stream,
         })
+    }
+
+    /// Where the table's memory lives ("cpu", "cuda:0", …).
+    #[getter]
+    fn device(&self) -> String {
+        match &self.storage {
+            Storage::Soa(t) => t.device().to_string(),
+            Storage::Arrow(_) => "cpu".into(),
+            Storage::Device { columns, .. } => columns
+                .first()
+                .map_or("cpu".into(), |(_, v)| v.device().to_string()),
+        }
     }
 
     /// An SoA copy of this table (one aligned buffer); nulls take `fill`.

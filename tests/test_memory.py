@@ -166,6 +166,21 @@ def test_c_allocator_symbols_serve_the_current_host_resource():
     free(None, 0, -1, None)  # freeing NULL is a no-op
 
 
+def test_a_refusal_through_the_c_symbols_is_also_raised_in_python():
+    # torch's pluggable allocator ignores NULL; the refusal must surface in Python anyway.
+    zm.set_current(zm.Limit(zm.System(), 1 << 20))
+    try:
+        malloc = getattr(ctypes.CDLL(zm.library_path()), zm.C_MALLOC_SYMBOL)
+        malloc.restype = ctypes.c_void_p
+        malloc.argtypes = [ctypes.c_ssize_t, ctypes.c_int, ctypes.c_void_p]
+        with pytest.raises(SystemError) as caught:
+            malloc(2 << 20, -1, None)
+        assert isinstance(caught.value.__cause__, zm.OutOfMemoryError)
+        assert caught.value.__cause__.requested == 2 << 20
+    finally:
+        zm.reset_current()
+
+
 def test_many_threads_share_one_pool_without_losing_blocks():
     tracker = zm.Tracking(zm.System())
     pool = zm.Pool(tracker)

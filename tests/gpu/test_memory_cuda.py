@@ -171,11 +171,15 @@ FRAMEWORKS_SCRIPT = textwrap.dedent(r"""
     assert not errors, errors
 
     # The limit covers every framework: a clean error from each.
+    # torch's pluggable allocator does not check for NULL; zerohop raises the refusal in
+    # the calling thread, which Python reports as a SystemError caused by it.
     try:
-        torch.empty(2 << 30, dtype=torch.uint8, device="cuda")
-        raise SystemExit("torch went past the limit")
-    except (torch.OutOfMemoryError, RuntimeError) as e:
-        print("torch past the limit:", type(e).__name__)
+        big = torch.empty(2 << 30, dtype=torch.uint8, device="cuda")
+        raise SystemExit(f"torch went past the limit (data_ptr {big.data_ptr()})")
+    except (torch.OutOfMemoryError, SystemError) as e:
+        cause = e if isinstance(e, torch.OutOfMemoryError) else e.__cause__ or e.__context__
+        assert isinstance(cause, MemoryError), repr(e)
+        print("torch at the limit:", type(e).__name__, "caused by", type(cause).__name__)
     try:
         cupy.empty(2 << 30, dtype=cupy.uint8)
         raise SystemExit("cupy went past the limit")

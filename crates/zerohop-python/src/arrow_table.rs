@@ -496,6 +496,7 @@ pub fn storage_from_tensors(py: Python<'_>, columns: &Bound<'_, PyAny>) -> PyRes
     let mut views = Vec::new();
     let mut stream = 1usize;
     for (name, obj) in pairs {
+        // zerohop tensors keep their producing stream through from_dlpack.
         let tensor = from_dlpack.call1((obj,))?;
         let tensor = tensor.cast::<PyTensor>()?.get();
         if views.is_empty() {

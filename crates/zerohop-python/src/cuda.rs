@@ -37,7 +37,8 @@ pub fn zeros_on(device: Device, dtype: DType, shape: &[i64]) -> PyResult<PyTenso
     let bytes = numel * dtype.itemsize();
     // The device's current resource (a pool `memory.install` or `set_current` put there),
     // else plain device memory.
-    let resource: Arc<dyn zerohop::MemoryResource> = match zerohop::memory::current_resource(device) {
+    let resource: Arc<dyn zerohop::MemoryResource> = match zerohop::memory::current_resource(device)
+    {
         Some(r) => r,
         None => Arc::new(CudaDeviceResource::new(device.id).py()?),
     };

@@ -32,7 +32,8 @@ use crate::tensor::PyTensor;
 fn from_dlpack(py: Python<'_>, obj: &Bound<'_, PyAny>, copy: Option<bool>) -> PyResult<PyTensor> {
     let imported = if let Ok(tensor) = obj.cast::<PyTensor>() {
         let t = tensor.get();
-        PyTensor::new(t.view.clone(), t.is_copied)
+        // Same data, same producing stream.
+        PyTensor::with_stream(t.view.clone(), t.is_copied, t.stream())
     } else if obj.is_instance_of::<PyCapsule>() {
         let import = capsule::consume(obj)?;
         PyTensor::new(import.view, import.is_copied)

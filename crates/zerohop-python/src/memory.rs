@@ -202,7 +202,13 @@ impl PyResource {
     /// default, and the only value for host memory) and returns the address (for tests and
     /// foreign callers; give it back with `deallocate`, or use `Block` to own it).
     #[pyo3(signature = (nbytes, align=POOL_ALIGNMENT, stream=0))]
-    fn allocate(&self, py: Python<'_>, nbytes: usize, align: usize, stream: usize) -> PyResult<usize> {
+    fn allocate(
+        &self,
+        py: Python<'_>,
+        nbytes: usize,
+        align: usize,
+        stream: usize,
+    ) -> PyResult<usize> {
         let inner = self.inner.clone();
         // The address crosses the detach as an integer (pointers are not Send).
         py.detach(move || {
@@ -219,7 +225,13 @@ impl PyResource {
     /// # Safety (for the Python caller)
     /// `address` must come from `allocate` on this resource with the same size and alignment.
     #[pyo3(signature = (address, nbytes, align=POOL_ALIGNMENT, stream=0))]
-    fn deallocate(&self, address: usize, nbytes: usize, align: usize, stream: usize) -> PyResult<()> {
+    fn deallocate(
+        &self,
+        address: usize,
+        nbytes: usize,
+        align: usize,
+        stream: usize,
+    ) -> PyResult<()> {
         let ptr = NonNull::new(address as *mut u8)
             .ok_or_else(|| PyValueError::new_err("address 0 was never allocated"))?;
         // SAFETY: the Python caller promises the block came from `allocate` here.
@@ -306,7 +318,12 @@ unsafe impl Sync for PyBlock {}
 impl PyBlock {
     #[new]
     #[pyo3(signature = (resource, nbytes, stream=0))]
-    fn new(py: Python<'_>, resource: &Bound<'_, PyResource>, nbytes: usize, stream: usize) -> PyResult<Self> {
+    fn new(
+        py: Python<'_>,
+        resource: &Bound<'_, PyResource>,
+        nbytes: usize,
+        stream: usize,
+    ) -> PyResult<Self> {
         let inner = resource.get().inner.clone();
         let held = inner.clone();
         let address = py
@@ -461,7 +478,10 @@ fn get_current(py: Python<'_>, device: &str) -> PyResult<Option<Py<PyResource>>>
             return Ok(Some(known.clone_ref(py)));
         }
     }
-    Ok(Some(Py::new(py, PyResource::new(installed, Kind::Opaque, None))?))
+    Ok(Some(Py::new(
+        py,
+        PyResource::new(installed, Kind::Opaque, None),
+    )?))
 }
 
 /// Restores the defaults: the system resource for the host, none for devices.
@@ -496,13 +516,27 @@ pub extern "C" fn zerohop_malloc(size: isize, device: c_int, stream: *mut c_void
     let Some(resource) = current_resource(device_of(device)) else {
         return std::ptr::null_mut();
     };
-    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        resource
-            .allocate(size, POOL_ALIGNMENT, Stream(stream as usize))
-            .map(|p| p.as_ptr() as *mut c_void)
-            .unwrap_or(std::ptr::null_mut())
-    }))
-    .unwrap_or(std::ptr::null_mut())
+    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        resource.allocate(size, POOL_ALIGNMENT, Stream(stream as usize))
+    }));
+    match outcome {
+        Ok(Ok(ptr)) => ptr.as_ptr() as *mut c_void,
+        Ok(Err(err)) => {
+            report_refusal(err);
+            std::ptr::null_mut()
+        }
+        Err(_) => std::ptr::null_mut(),
+    }
+}
+
+/// A C caller gets NULL for a refused allocation, and torch's pluggable allocator does not
+/// check for it: it would hand out a tensor at address 0. So the refusal is also raised as a
+/// Python exception on the calling thread (attaching to the interpreter: torch calls its
+/// allocator with the GIL released), which Python reports when torch returns — a SystemError
+/// caused by zerohop's OutOfMemoryError — instead of handing out the tensor. Threads with no
+/// Python caller get only the NULL.
+fn report_refusal(err: zerohop::Error) {
+    let _ = Python::try_attach(|py| crate::errors::to_py(err).restore(py));
 }
 
 /// C free entry point matching [`zerohop_malloc`]:

@@ -440,7 +440,13 @@ impl PyTable {
                     ),
                 )?;
             }
-            out.append(to_framework(py, m.view, m.copied, framework, self.stream())?)?;
+            out.append(to_framework(
+                py,
+                m.view,
+                m.copied,
+                framework,
+                self.stream(),
+            )?)?;
         }
         Ok(out)
     }
@@ -582,7 +588,9 @@ impl PyTable {
     /// columns. Nothing is copied.
     #[staticmethod]
     fn from_tensors(py: Python<'_>, columns: &Bound<'_, PyAny>) -> PyResult<PyTable> {
-        Ok(PyTable::with_storage(crate::arrow_table::storage_from_tensors(py, columns)?))
+        Ok(PyTable::with_storage(
+            crate::arrow_table::storage_from_tensors(py, columns)?,
+        ))
     }
 
     /// This table on the Arrow side. SoA plain columns are shared; vector and matrix
@@ -623,7 +631,12 @@ impl PyTable {
         let source = table.device();
         if source.kind == zerohop::DeviceKind::Cuda && self.stream != stream {
             // The copy reads data produced on this table's stream.
-            zerohop::cuda::order_streams(source.id, zerohop::Stream(self.stream), zerohop::Stream(stream)).py()?;
+            zerohop::cuda::order_streams(
+                source.id,
+                zerohop::Stream(self.stream),
+                zerohop::Stream(stream),
+            )
+            .py()?;
         }
         let table = table.clone();
         let copied = py

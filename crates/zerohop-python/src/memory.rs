@@ -430,9 +430,6 @@ fn log(upstream: &Bound<'_, PyResource>, path: PathBuf) -> PyResult<PyResource> 
     })
 }
 
-/// The Python object last installed with `set_current` (so `get_current` returns the same
-/// object, with its kind and upstream chain).
-
 /// Python handles of the current resources, so `get_current` returns the very object set.
 static CURRENT_SET: std::sync::Mutex<Vec<(Device, Py<PyResource>)>> =
     std::sync::Mutex::new(Vec::new());

@@ -30,6 +30,10 @@ $PY -m pytest -q -rs -s -p no:cacheprovider /tmp/zerohop-tests/gpu 2>&1 | tee "$
 $PY -m pytest -q -p no:cacheprovider /tmp/zerohop-tests -k "not lifetimes and not ecg" \
   --ignore=/tmp/zerohop-tests/gpu 2>&1 | tail -15 | tee "$OUT/pytest-cpu.log" || status=1
 $PY bench/gpu_dlpack.py --out "$OUT/gpu_dlpack.md" 2>&1 | tee "$OUT/bench.log" || status=1
+$PY bench/ecg_pipeline_gpu.py --out "$OUT/ecg_pipeline_gpu.md" 2>&1 | tail -25 | tee "$OUT/ecg-bench.log" || status=1
+# The flagship job on the GPU (plots only where matplotlib is installed).
+plots=$($PY -c 'import matplotlib' 2>/dev/null && echo "" || echo "--no-plots")
+$PY -m zerohop.ecg --device cuda --out "$OUT/ecg-gpu" $plots 2>&1 | tail -20 | tee "$OUT/ecg-gpu.log" || status=1
 if [ -x .carry/cuda_pool_bench ]; then
   .carry/cuda_pool_bench 2>&1 | tee "$OUT/cuda_pool.md" || status=1
 fi

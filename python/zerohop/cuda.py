@@ -9,6 +9,11 @@ is False and everything else in zerohop works as usual.
         x = torch.from_dlpack(t)       # same device pointer; torch's stream waits on ours
 """
 
+import ctypes
+import glob
+import os
+import sys
+
 from ._zerohop import cuda as _cuda
 
 is_available = _cuda.is_available
@@ -16,4 +21,26 @@ device_count = _cuda.device_count
 synchronize = _cuda.synchronize
 from_cuda_array_interface = _cuda.from_cuda_array_interface
 
-__all__ = ["device_count", "from_cuda_array_interface", "is_available", "synchronize"]
+__all__ = ["device_count", "from_cuda_array_interface", "is_available", "preload_nvrtc", "synchronize"]
+
+
+def preload_nvrtc():
+    """Loads NVRTC (which compiles zerohop's CUDA kernels at run time) from where pip's
+    nvidia packages put it, when the system has none on the loader path. Returns the path
+    loaded, or None when nothing needed loading or nothing was found."""
+    try:
+        ctypes.CDLL("libnvrtc.so.13")
+        return None  # the loader finds it already
+    except OSError:
+        pass
+    for root in sys.path:
+        pattern = os.path.join(root, "nvidia", "**", "libnvrtc.so*")
+        for path in sorted(glob.glob(pattern, recursive=True)):
+            if "builtins" in os.path.basename(path):
+                continue
+            try:
+                ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)
+                return path
+            except OSError:
+                continue
+    return None

@@ -6,6 +6,8 @@
 
 pub mod csv;
 mod error;
+#[cfg(feature = "cuda")]
+pub mod gpu;
 pub mod segment;
 pub mod synth;
 

@@ -89,7 +89,9 @@ unsafe fn fill<T: Element>(view: &TensorView) -> Result<&mut [T]> {
 }
 
 /// Circular convolution `out[i] = Σ_j kernel[j] · signal[(i - j) mod n]`, what the blog's
-/// FFT computes, done directly: 8 outputs at a time so the inner loop vectorises.
+/// FFT computes, done directly: 8 outputs at a time so the inner loop vectorises. Every output
+/// sums the same products in the same order (oldest sample first, multiply then add, no
+/// fused multiply-add), so the CUDA kernel reproduces it bit for bit.
 pub fn curvature(signal: &[f32], kernel: &[f32], out: &mut [f32]) {
     let n = signal.len();
     let w = kernel.len();
@@ -119,8 +121,8 @@ pub fn curvature(signal: &[f32], kernel: &[f32], out: &mut [f32]) {
                 i += BLOCK;
             } else {
                 let mut acc = 0f32;
-                for (j, &k) in kernel.iter().enumerate() {
-                    acc += k * at(start as isize - j as isize);
+                for (j, &k) in reversed.iter().enumerate() {
+                    acc += k * at(start as isize + 1 - w as isize + j as isize);
                 }
                 chunk[i] = acc;
                 i += 1;

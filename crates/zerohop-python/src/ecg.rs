@@ -94,18 +94,25 @@ fn params(py: Python<'_>, rate: f64) -> PyResult<Bound<'_, PyDict>> {
 
 /// Segments a 1-d float32 signal (any DLPack producer; a table's column is a view). Returns
 /// a dict of zerohop tensors (curvature, gates, lengths, beat_starts, beat_lengths, beats)
-/// plus "params" and "timings" [(stage, seconds)]. The GIL is released while it runs.
+/// plus "params" and "timings" [(stage, seconds)]. `device="cuda:N"` runs the CUDA kernels
+/// on `stream` (default the legacy stream; a host signal is copied over once) and returns
+/// device tensors carrying that stream; the results equal the CPU's bit for bit. The GIL is
+/// released while it runs.
 #[pyfunction]
+#[pyo3(signature = (signal, rate, *, device="cpu", stream=None))]
 fn segment<'py>(
     py: Python<'py>,
     signal: &Bound<'py, PyAny>,
     rate: f64,
+    device: &str,
+    stream: Option<usize>,
 ) -> PyResult<Bound<'py, PyDict>> {
     let tensor = py
         .import("zerohop")?
         .getattr("from_dlpack")?
         .call1((signal,))?;
-    let view = tensor.cast::<PyTensor>()?.get().view.clone();
+    let source = tensor.cast::<PyTensor>()?.get();
+    let view = source.view.clone();
     if view.dtype() != DType::F32 || view.ndim() != 1 {
         return Err(PyValueError::new_err(format!(
             "signal must be 1-d float32, got {} of shape {:?}",
@@ -113,9 +120,37 @@ fn segment<'py>(
             view.shape()
         )));
     }
-    let values = view.as_slice::<f32>().map_err(crate::errors::to_py)?;
     let p = Params::for_rate(rate).map_err(to_py)?;
-    let seg = py.detach(|| run_segment(values, &p)).map_err(to_py)?;
+    let place = zerohop::Device::parse(device).map_err(crate::errors::to_py)?;
+    let (seg, stream) = match place.kind {
+        zerohop::DeviceKind::Cpu => {
+            let values = view.as_slice::<f32>().map_err(crate::errors::to_py)?;
+            (py.detach(|| run_segment(values, &p)).map_err(to_py)?, 0)
+        }
+        zerohop::DeviceKind::Cuda => {
+            let stream = stream.unwrap_or(zerohop::cuda::LEGACY_STREAM.0);
+            if view.device().kind == zerohop::DeviceKind::Cuda && source.stream() != stream {
+                // The kernels read data produced on the signal's stream.
+                zerohop::cuda::order_streams(
+                    place.id,
+                    zerohop::Stream(source.stream()),
+                    zerohop::Stream(stream),
+                )
+                .map_err(crate::errors::to_py)?;
+            }
+            let seg = py
+                .detach(|| {
+                    zerohop_ecg::gpu::segment_cuda(&view, &p, place.id, zerohop::Stream(stream))
+                })
+                .map_err(to_py)?;
+            (seg, stream)
+        }
+        _ => {
+            return Err(PyValueError::new_err(format!(
+                "device {device:?} must be 'cpu' or 'cuda:N'"
+            )))
+        }
+    };
     let out = PyDict::new(py);
     for (name, v) in [
         ("curvature", seg.curvature),
@@ -125,7 +160,12 @@ fn segment<'py>(
         ("beat_lengths", seg.beat_lengths),
         ("beats", seg.beats),
     ] {
-        out.set_item(name, PyTensor::new(v, false))?;
+        let tensor = if stream == 0 {
+            PyTensor::new(v, false)
+        } else {
+            PyTensor::with_stream(v, false, stream)
+        };
+        out.set_item(name, tensor)?;
     }
     out.set_item("params", params(py, rate)?)?;
     out.set_item("timings", seg.timings)?;

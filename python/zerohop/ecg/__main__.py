@@ -25,6 +25,8 @@ def main(argv=None):
     parser.add_argument("--out", type=Path, default=Path("out/ecg"),
                         help="folder for the plots and report.md (default out/ecg)")
     parser.add_argument("--no-progress", action="store_true")
+    parser.add_argument("--no-plots", action="store_true",
+                        help="skip the PNG plots (the report is still written)")
     args = parser.parse_args(argv)
     if args.epochs < 1:
         parser.error("--epochs must be at least 1")
@@ -32,7 +34,8 @@ def main(argv=None):
         parser.error("--synthetic needs a positive number of hours")
     config = Config(out=args.out, csv=args.csv, rate=args.rate, column=args.column,
                     synthetic_hours=args.synthetic, device=args.device, epochs=args.epochs,
-                    batch_size=args.batch_size, seed=args.seed, progress=not args.no_progress)
+                    batch_size=args.batch_size, seed=args.seed, progress=not args.no_progress,
+                    plots=not args.no_plots)
     try:
         result = run(config)
     except (OSError, ValueError, RuntimeError) as err:

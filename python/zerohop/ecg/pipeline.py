@@ -98,19 +98,24 @@ def run(config: Config, say=print) -> Result:
     stage("parse CSV into a zerohop Table (all cores)", started)
     say(f"read {len(table):,} samples of column {column!r} from {csv_path}")
 
-    seg = segment(signal, rate)
+    on_gpu = config.device == "cuda"
+    if on_gpu:
+        # The stages run as CUDA kernels; the signal crosses to the device once.
+        from zerohop.cuda import preload_nvrtc
+
+        preload_nvrtc()
+        seg = segment(signal, rate, device="cuda:0")
+    else:
+        seg = segment(signal, rate)
     for name, seconds in seg["timings"]:
-        stages.append((name, seconds, 0))
+        copied = len(table) * 4 if name == "host→device" else 0
+        stages.append((name, seconds, copied))
     beats = seg["beats"]
     params = seg["params"]
 
     started = time.perf_counter()
     x = hand_off("zerohop beats → torch.from_dlpack", beats, torch.from_dlpack(beats))
     stage("beats → PyTorch (DLPack)", started)
-    if config.device != "cpu":
-        started = time.perf_counter()
-        x = x.to(config.device)
-        stage(f"host → {config.device} (explicit copy)", started, x.numel() * x.element_size())
 
     n_beats = beats.shape[0]
     say(f"{seg['gates'].shape[0]:,} gates, {n_beats:,} beats of width {params['width']}")
@@ -125,11 +130,21 @@ def run(config: Config, say=print) -> Result:
     started = time.perf_counter()
     back = {name: hand_off(f"torch {name} → zerohop.from_dlpack", t, zerohop.from_dlpack(t))
             for name, t in (("latent μ", mu), ("reconstruction error", error))}
-    numpy_views = {name: hand_off(f"zerohop {name} → numpy.from_dlpack", t, np.from_dlpack(t))
-                   for name, t in back.items()}
-    stage("results → zerohop → NumPy (DLPack)", started)
-
-    g = lambda name: np.from_dlpack(seg[name])  # noqa: E731 - zero-copy NumPy views
+    if on_gpu:
+        stage("results → zerohop (DLPack)", started)
+        started = time.perf_counter()
+        numpy_views = {name: torch.from_dlpack(t).cpu().numpy() for name, t in back.items()}
+        small = {name: torch.from_dlpack(seg[name]).cpu().numpy()
+                 for name in ("curvature", "gates", "lengths", "beat_starts", "beat_lengths",
+                              "beats")}
+        moved = sum(a.nbytes for a in [*numpy_views.values(), *small.values()])
+        stage("results and stage outputs device → host for plots (explicit copy)", started, moved)
+        g = small.__getitem__
+    else:
+        numpy_views = {name: hand_off(f"zerohop {name} → numpy.from_dlpack", t, np.from_dlpack(t))
+                       for name, t in back.items()}
+        stage("results → zerohop → NumPy (DLPack)", started)
+        g = lambda name: np.from_dlpack(seg[name])  # noqa: E731 - zero-copy NumPy views
     gates, lengths, starts, blens = g("gates"), g("lengths"), g("beat_starts"), g("beat_lengths")
     err = numpy_views["reconstruction error"]
     worst = np.argsort(err)[::-1][:10]

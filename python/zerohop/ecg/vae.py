@@ -137,13 +137,13 @@ def embed(model, beats, scale, device="cpu", batch_size=4096):
     """Latent means, log-variances, reconstructions (in input units) and per-beat
     reconstruction error (the outlier score) for every beat."""
     model.eval()
-    mus, logvars, recons = [], [], []
+    mus, logvars, recons, errors = [], [], [], []
     for chunk in beats.split(batch_size):
-        x = (chunk.to(device) / scale).unsqueeze(1)
-        mu, logvar = model.encode(x)
+        chunk = chunk.to(device)
+        mu, logvar = model.encode((chunk / scale).unsqueeze(1))
+        recon = (model.decode(mu) * scale).squeeze(1)
         mus.append(mu.cpu())
         logvars.append(logvar.cpu())
-        recons.append((model.decode(mu) * scale).squeeze(1).cpu())
-    mu, logvar, recon = torch.cat(mus), torch.cat(logvars), torch.cat(recons)
-    error = ((recon - beats) ** 2).mean(dim=1)
-    return mu, logvar, recon, error
+        recons.append(recon.cpu())
+        errors.append(((recon - chunk) ** 2).mean(dim=1).cpu())
+    return torch.cat(mus), torch.cat(logvars), torch.cat(recons), torch.cat(errors)

@@ -1,0 +1,463 @@
+//! The segmentation stages on a CUDA device (feature `cuda`): the kernels in `kernels.cu`,
+//! compiled once per device by NVRTC and launched through the driver on the caller's stream.
+//! Results are bitwise identical to the CPU stages (see the kernels' notes); every output is a
+//! device tensor from the device's current zerohop resource (plain device memory otherwise).
+//!
+//! What crosses between host and device: the signal once (unless it is already on the
+//! device), the wavelet's taps, and per compaction one small array of block counts down and
+//! their offsets back up — a few kilobytes against the signal's megabytes.
+
+use std::ffi::{c_void, CString};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use cudarc::driver::{result, sys};
+use cudarc::nvrtc;
+use zerohop::cuda::{bind, copy_async, synchronize, CudaDeviceResource, CUDA_ALIGNMENT};
+use zerohop::{Buffer, DType, Device, DeviceKind, Stream, TensorView};
+
+use crate::error::{invalid, Result};
+use crate::segment::{ricker, Params, Segmentation};
+
+const SOURCE: &str = include_str!("kernels.cu");
+/// Threads per block and elements per thread of the compaction kernels (as in kernels.cu).
+const THREADS: u32 = 256;
+const ITEMS: u64 = 8;
+/// Shared memory a block may use without opting in.
+const SHARED_LIMIT: usize = 48 << 10;
+
+/// The loaded kernels of one device (function handles as integers: they are plain driver
+/// handles, valid in the device's primary context for the life of the process).
+struct Kernels {
+    curvature: usize,
+    maxima_shared: usize,
+    maxima_global: usize,
+    count: usize,
+    scatter: usize,
+    lengths: usize,
+    embed: usize,
+}
+
+static LOADED: Mutex<Vec<(i32, Arc<Kernels>)>> = Mutex::new(Vec::new());
+
+fn cuda_error(what: &str, err: impl std::fmt::Debug) -> crate::error::EcgError {
+    invalid(&format!("CUDA {what}"), format!("{err:?}"))
+}
+
+/// Compiles and loads the kernels for `device` once.
+fn kernels(device: i32) -> Result<Arc<Kernels>> {
+    let mut loaded = LOADED.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some((_, k)) = loaded.iter().find(|(d, _)| *d == device) {
+        return Ok(k.clone());
+    }
+    bind(device)?;
+    // SAFETY: only asks the loader whether libnvrtc can be opened.
+    if !unsafe { nvrtc::sys::is_culib_present() } {
+        return Err(invalid(
+            "CUDA kernels",
+            "NVRTC (libnvrtc.so) was not found; install the CUDA runtime's NVRTC, or call \
+             zerohop.cuda.preload_nvrtc() to load the one pip's nvidia packages ship",
+        ));
+    }
+    let options = nvrtc::CompileOptions {
+        // Separate multiply and add: the CPU code does not fuse them either.
+        fmad: Some(false),
+        options: vec!["--gpu-architecture=compute_75".into()],
+        ..Default::default()
+    };
+    let ptx = nvrtc::compile_ptx_with_opts(SOURCE, options)
+        .map_err(|e| cuda_error("kernel compilation", e))?;
+    let image = CString::new(ptx.to_src()).map_err(|e| cuda_error("PTX", e))?;
+    // SAFETY: a NUL-terminated PTX image; the context is current; the module lives for the
+    // process (never unloaded), so the function handles stay valid.
+    let module = unsafe { result::module::load_data(image.as_ptr() as *const c_void) }
+        .map_err(|e| cuda_error("module load", e))?;
+    let function = |name: &str| -> Result<usize> {
+        let name = CString::new(name).map_err(|e| cuda_error("kernel name", e))?;
+        // SAFETY: `module` was just loaded and holds the named kernel.
+        unsafe { result::module::get_function(module, name) }
+            .map(|f| f as usize)
+            .map_err(|e| cuda_error("kernel lookup", e))
+    };
+    let k = Arc::new(Kernels {
+        curvature: function("curvature")?,
+        maxima_shared: function("local_maxima_shared")?,
+        maxima_global: function("local_maxima_global")?,
+        count: function("count_kept")?,
+        scatter: function("scatter_kept")?,
+        lengths: function("lengths_and_keep")?,
+        embed: function("embed")?,
+    });
+    loaded.push((device, k.clone()));
+    Ok(k)
+}
+
+/// A kernel argument: the address of a value the launch copies.
+fn arg<T>(value: &mut T) -> *mut c_void {
+    value as *mut T as *mut c_void
+}
+
+/// Launches `function` on `blocks` blocks of `threads` threads.
+///
+/// # Safety
+/// `args` must match the kernel's parameters in number, order and type, and every pointer
+/// among them must be device memory the kernel may access as it does.
+unsafe fn launch(
+    function: usize,
+    blocks: u64,
+    threads: u32,
+    shared: usize,
+    stream: Stream,
+    args: &mut [*mut c_void],
+) -> Result<()> {
+    let blocks = u32::try_from(blocks.max(1)).map_err(|_| invalid("CUDA launch", "too many blocks"))?;
+    // SAFETY: per the caller's contract; the stream is the caller's handle.
+    unsafe {
+        result::launch_kernel(
+            function as sys::CUfunction,
+            (blocks, 1, 1),
+            (threads, 1, 1),
+            shared as u32,
+            stream.0 as sys::CUstream,
+            args,
+        )
+    }
+    .map_err(|e| cuda_error("kernel launch", e))
+}
+
+/// A fresh device tensor of `len` elements from the device's current resource.
+fn device_tensor(device: i32, dtype: DType, len: usize, stream: Stream) -> Result<TensorView> {
+    let place = Device::cuda(device);
+    let resource: Arc<dyn zerohop::MemoryResource> = match zerohop::memory::current_resource(place)
+    {
+        Some(r) => r,
+        None => Arc::new(CudaDeviceResource::new(device)?),
+    };
+    let bytes = len * dtype.itemsize();
+    let buffer = Buffer::allocate(resource, bytes, CUDA_ALIGNMENT, stream)?;
+    Ok(TensorView::from_buffer(buffer, dtype, &[len as i64])?)
+}
+
+fn ptr(view: &TensorView) -> u64 {
+    view.data_ptr() as u64
+}
+
+/// Copies `len` elements of `T` from device memory into a host vector (waits for them).
+fn download<T: Copy + Default>(device: i32, src: u64, len: usize, stream: Stream) -> Result<Vec<T>> {
+    let mut out = vec![T::default(); len];
+    // SAFETY: `src` holds `len` elements of T on the device (the caller's buffer); `out` is
+    // host memory of the same size; the copy completes before `out` is read (synchronize).
+    unsafe {
+        copy_async(
+            device,
+            out.as_mut_ptr() as *mut u8,
+            src as *const u8,
+            len * std::mem::size_of::<T>(),
+            stream,
+        )?
+    };
+    synchronize(device, stream)?;
+    Ok(out)
+}
+
+/// Copies host elements into a fresh device tensor.
+fn upload<T: Copy>(device: i32, values: &[T], dtype: DType, stream: Stream) -> Result<TensorView> {
+    let out = device_tensor(device, dtype, values.len(), stream)?;
+    // SAFETY: `out` holds `values.len()` elements; the host slice stays alive until the
+    // stream is synchronised below (pageable sources are staged by the driver anyway).
+    unsafe {
+        copy_async(
+            device,
+            out.data_ptr(),
+            values.as_ptr() as *const u8,
+            std::mem::size_of_val(values),
+            stream,
+        )?
+    };
+    synchronize(device, stream)?;
+    Ok(out)
+}
+
+/// Order-keeping compaction of `m` flags (mode 0: rising edges; 1: set flags): the device
+/// offsets of each block's output and the total kept.
+fn block_offsets(
+    k: &Kernels,
+    device: i32,
+    flags: u64,
+    m: i64,
+    mode: i32,
+    stream: Stream,
+) -> Result<(TensorView, usize, u64)> {
+    let per_block = THREADS as u64 * ITEMS;
+    let blocks = (m.max(0) as u64).div_ceil(per_block).max(1);
+    let counts = device_tensor(device, DType::U64, blocks as usize, stream)?;
+    let (mut f, mut n, mut mo, mut c) = (flags, m, mode, ptr(&counts));
+    // SAFETY: count_kept(flags: u8*, m: i64, mode: i32, counts: u64*), with `blocks` counts.
+    unsafe {
+        launch(
+            k.count,
+            blocks,
+            THREADS,
+            0,
+            stream,
+            &mut [arg(&mut f), arg(&mut n), arg(&mut mo), arg(&mut c)],
+        )?
+    };
+    let counts = download::<u64>(device, ptr(&counts), blocks as usize, stream)?;
+    let mut offsets = Vec::with_capacity(counts.len());
+    let mut total = 0u64;
+    for c in counts {
+        offsets.push(total);
+        total += c;
+    }
+    let offsets = upload(device, &offsets, DType::U64, stream)?;
+    Ok((offsets, total as usize, blocks))
+}
+
+/// Runs every stage on `signal` (float32, 1-d, on the host or on `device`) on `stream`.
+pub fn segment_cuda(
+    signal: &TensorView,
+    params: &Params,
+    device: i32,
+    stream: Stream,
+) -> Result<Segmentation> {
+    if signal.dtype() != DType::F32 || signal.ndim() != 1 || !signal.is_contiguous() {
+        return Err(invalid(
+            "signal",
+            format!(
+                "must be a compact 1-d float32 tensor, got {} {:?} strides {:?}",
+                signal.dtype(),
+                signal.shape(),
+                signal.strides()
+            ),
+        ));
+    }
+    let n = signal.shape()[0] as usize;
+    if n < params.window {
+        return Err(invalid(
+            "signal",
+            format!("{n} samples is shorter than the {}-sample gate window", params.window),
+        ));
+    }
+    let k = kernels(device)?;
+    let mut timings = Vec::new();
+    let mut clock = Instant::now();
+    let mut lap = |name: &'static str, timings: &mut Vec<(&'static str, f64)>| -> Result<()> {
+        synchronize(device, stream)?;
+        timings.push((name, clock.elapsed().as_secs_f64()));
+        clock = Instant::now();
+        Ok(())
+    };
+
+    let x = match signal.device() {
+        d if d == Device::cuda(device) => signal.clone(),
+        d if d.kind == DeviceKind::Cuda => {
+            return Err(invalid(
+                "signal",
+                format!("is on {d}; segmentation runs on cuda:{device}"),
+            ))
+        }
+        _ => {
+            let x = device_tensor(device, DType::F32, n, stream)?;
+            // SAFETY: `x` holds n floats; the host signal holds n floats and outlives the
+            // copy (`lap` synchronises the stream before returning).
+            unsafe { copy_async(device, x.data_ptr(), signal.data_ptr(), n * 4, stream)? };
+            x
+        }
+    };
+    lap("host→device", &mut timings)?;
+
+    let taps: Vec<f32> = ricker(params.ricker_width).into_iter().rev().collect();
+    let rev = upload(device, &taps, DType::F32, stream)?;
+    let curvature = device_tensor(device, DType::F32, n, stream)?;
+    let (mut xp, mut rp, mut w, mut nn, mut cp) = (
+        ptr(&x),
+        ptr(&rev),
+        params.ricker_width as i32,
+        n as i64,
+        ptr(&curvature),
+    );
+    // SAFETY: curvature(x: f32*, rev: f32*, w: i32, n: i64, out: f32*) over n outputs.
+    unsafe {
+        launch(
+            k.curvature,
+            (n as u64).div_ceil(THREADS as u64),
+            THREADS,
+            0,
+            stream,
+            &mut [arg(&mut xp), arg(&mut rp), arg(&mut w), arg(&mut nn), arg(&mut cp)],
+        )?
+    };
+    lap("curvature", &mut timings)?;
+
+    let outputs = n + 1 - params.window;
+    let flags = device_tensor(device, DType::U8, outputs, stream)?;
+    let shared = (THREADS as usize + params.window - 1) * 4;
+    let (mut cp, mut out_n, mut win, mut fp) =
+        (ptr(&curvature), outputs as i64, params.window as i32, ptr(&flags));
+    let (function, shared) = if shared <= SHARED_LIMIT {
+        (k.maxima_shared, shared)
+    } else {
+        (k.maxima_global, 0)
+    };
+    // SAFETY: local_maxima_*(curv: f32*, outputs: i64, window: i32, gates: u8*); the
+    // curvature holds outputs + window - 1 values.
+    unsafe {
+        launch(
+            function,
+            (outputs as u64).div_ceil(THREADS as u64),
+            THREADS,
+            shared,
+            stream,
+            &mut [arg(&mut cp), arg(&mut out_n), arg(&mut win), arg(&mut fp)],
+        )?
+    };
+    lap("gates", &mut timings)?;
+
+    let (offsets, total, blocks) =
+        block_offsets(&k, device, ptr(&flags), outputs as i64, 0, stream)?;
+    let gates = device_tensor(device, DType::I64, total, stream)?;
+    let null = 0u64;
+    let (mut fp, mut m, mut mode, mut op, mut sa, mut sb, mut oa, mut ob) = (
+        ptr(&flags),
+        outputs as i64,
+        0i32,
+        ptr(&offsets),
+        null,
+        null,
+        ptr(&gates),
+        null,
+    );
+    // SAFETY: scatter_kept(flags, m, mode 0, offsets, -, -, out_a: i64* of `total`, -).
+    unsafe {
+        launch(
+            k.scatter,
+            blocks,
+            THREADS,
+            0,
+            stream,
+            &mut [
+                arg(&mut fp),
+                arg(&mut m),
+                arg(&mut mode),
+                arg(&mut op),
+                arg(&mut sa),
+                arg(&mut sb),
+                arg(&mut oa),
+                arg(&mut ob),
+            ],
+        )?
+    };
+    lap("indices", &mut timings)?;
+
+    let count = total.saturating_sub(1);
+    let lengths = device_tensor(device, DType::I64, count, stream)?;
+    let keep = device_tensor(device, DType::U8, count, stream)?;
+    let (mut gp, mut tot, mut lo, mut hi, mut lp, mut kp) = (
+        ptr(&gates),
+        total as i64,
+        params.min_length as i64,
+        params.max_length as i64,
+        ptr(&lengths),
+        ptr(&keep),
+    );
+    // SAFETY: lengths_and_keep(gates: i64* of total, count: i64, lo, hi, lengths: i64* and
+    // keep: u8* of total - 1).
+    unsafe {
+        launch(
+            k.lengths,
+            (count as u64).div_ceil(THREADS as u64),
+            THREADS,
+            0,
+            stream,
+            &mut [arg(&mut gp), arg(&mut tot), arg(&mut lo), arg(&mut hi), arg(&mut lp), arg(&mut kp)],
+        )?
+    };
+    let (offsets, beats_n, blocks) = block_offsets(&k, device, ptr(&keep), count as i64, 1, stream)?;
+    let beat_starts = device_tensor(device, DType::I64, beats_n, stream)?;
+    let beat_lengths = device_tensor(device, DType::I64, beats_n, stream)?;
+    let (mut fp, mut m, mut mode, mut op, mut sa, mut sb, mut oa, mut ob) = (
+        ptr(&keep),
+        count as i64,
+        1i32,
+        ptr(&offsets),
+        ptr(&gates),
+        ptr(&lengths),
+        ptr(&beat_starts),
+        ptr(&beat_lengths),
+    );
+    // SAFETY: scatter_kept(flags, m, mode 1, offsets, gates, lengths, starts, lengths out),
+    // the sources holding `count` values and the outputs `beats_n`.
+    unsafe {
+        launch(
+            k.scatter,
+            blocks,
+            THREADS,
+            0,
+            stream,
+            &mut [
+                arg(&mut fp),
+                arg(&mut m),
+                arg(&mut mode),
+                arg(&mut op),
+                arg(&mut sa),
+                arg(&mut sb),
+                arg(&mut oa),
+                arg(&mut ob),
+            ],
+        )?
+    };
+    lap("prune", &mut timings)?;
+
+    let width = params.width;
+    let beats_flat = device_tensor(device, DType::F32, beats_n * width, stream)?;
+    let (mut xp, mut sp, mut lp, mut bn, mut wd, mut op) = (
+        ptr(&x),
+        ptr(&beat_starts),
+        ptr(&beat_lengths),
+        beats_n as i64,
+        width as i32,
+        ptr(&beats_flat),
+    );
+    // SAFETY: embed(x: f32* of n, starts, lengths: i64* of beats_n, beats_n, width,
+    // out: f32* of beats_n * width); every start + length ≤ n (a segment ends at a gate).
+    unsafe {
+        launch(
+            k.embed,
+            ((beats_n * width) as u64).div_ceil(THREADS as u64),
+            THREADS,
+            0,
+            stream,
+            &mut [arg(&mut xp), arg(&mut sp), arg(&mut lp), arg(&mut bn), arg(&mut wd), arg(&mut op)],
+        )?
+    };
+    lap("embed", &mut timings)?;
+    let beats = reshape(beats_flat, &[beats_n as i64, width as i64])?;
+
+    Ok(Segmentation {
+        params: params.clone(),
+        curvature,
+        gates,
+        lengths,
+        beat_starts,
+        beat_lengths,
+        beats,
+        timings,
+    })
+}
+
+/// The same compact data under another shape.
+fn reshape(view: TensorView, shape: &[i64]) -> Result<TensorView> {
+    // SAFETY: the same compact elements (product of `shape` = numel) and owner.
+    Ok(unsafe {
+        TensorView::from_raw_parts(
+            view.data_ptr(),
+            view.dtype(),
+            shape.to_vec(),
+            zerohop::tensor::compact_strides(shape),
+            view.device(),
+            view.owner().clone(),
+            false,
+        )
+    }?)
+}

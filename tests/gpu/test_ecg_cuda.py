@@ -1,0 +1,72 @@
+"""The ECG segmentation's CUDA kernels against the CPU implementation: bitwise equal on the
+bundled recording and on synthetic data, device outputs by pointer, stream-ordered.
+Skipped without a GPU."""
+
+import numpy as np
+import pytest
+
+import zerohop
+import zerohop.cuda
+import zerohop.ecg as ecg
+
+torch = pytest.importorskip("torch")
+pytestmark = pytest.mark.skipif(
+    not (zerohop.cuda.is_available() and torch.cuda.is_available()),
+    reason="needs a CUDA GPU and a CUDA build of torch",
+)
+
+STAGES = ["curvature", "gates", "lengths", "beat_starts", "beat_lengths", "beats"]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def nvrtc():
+    zerohop.cuda.preload_nvrtc()
+
+
+def host(t):
+    return torch.from_dlpack(t).cpu().numpy()
+
+
+def assert_identical(cpu, gpu):
+    for name in STAGES:
+        a, b = cpu[name].numpy(), host(gpu[name])
+        assert a.shape == b.shape, name
+        assert a.dtype == b.dtype, name
+        assert np.array_equal(a.view(np.uint8), b.view(np.uint8)), f"{name} differs"
+
+
+@pytest.mark.parametrize("rate", [250.0, 360.0, 1000.0])
+def test_gpu_stages_equal_the_cpu_bit_for_bit(rate):
+    signal, peaks, _ = ecg.synthesize(120, rate=rate, seed=7)
+    cpu = ecg.segment(signal, rate)
+    gpu = ecg.segment(signal, rate, device="cuda:0")
+    assert gpu["beats"].device == "cuda:0"
+    assert_identical(cpu, gpu)
+    assert len(gpu["beats"]) > 100
+
+
+def test_the_bundled_recording_segments_identically_on_the_gpu():
+    signal, rate = ecg.load_record_208(), ecg.RECORD_208_RATE
+    cpu = ecg.segment(signal, rate)
+    gpu = ecg.segment(signal, rate, device="cuda:0")
+    assert_identical(cpu, gpu)
+    assert host(gpu["gates"])[:3].tolist() == cpu["gates"].numpy()[:3].tolist()
+
+
+def test_device_signals_stay_on_the_device_and_outputs_carry_the_stream():
+    signal, _, _ = ecg.synthesize(60, rate=250.0, seed=1)
+    on_device = torch.from_numpy(signal.numpy()).cuda()
+    stream = torch.cuda.Stream()
+    gpu = ecg.segment(on_device, 250.0, device="cuda:0", stream=stream.cuda_stream)
+    assert dict(gpu["timings"])["host→device"] < 0.01
+    beats = torch.from_dlpack(gpu["beats"])  # torch's current stream waits on `stream`
+    assert beats.data_ptr() == gpu["beats"].data_ptr and beats.is_cuda
+    cpu = ecg.segment(signal, 250.0)
+    assert torch.equal(beats.cpu(), torch.from_numpy(cpu["beats"].numpy()))
+
+
+def test_bad_input_is_refused_cleanly():
+    with pytest.raises(ValueError, match="shorter"):
+        ecg.segment(np.zeros(10, np.float32), 250.0, device="cuda:0")
+    with pytest.raises(ValueError, match="cpu' or 'cuda"):
+        ecg.segment(np.zeros(1000, np.float32), 250.0, device="cuda_host")

@@ -267,7 +267,10 @@ pub fn parse_csv(data: &[u8], path: &Path, options: &CsvOptions) -> Result<SoaTa
         }
         schema = schema.column(&names[i], DType::F32);
     }
-    let mut table = SoaTable::new(schema.build()?, total_rows)?;
+    // SAFETY: the parse below writes every row of every column (each chunk fills exactly
+    // its counted rows of each selected column, and every column is selected); on an error
+    // the table is dropped unread.
+    let mut table = unsafe { SoaTable::new_uninit(schema.build()?, total_rows)? };
     let mut columns: Vec<&mut [f32]> = table.columns_mut::<f32>()?;
 
     // Split every column into the disjoint row ranges of the chunks.

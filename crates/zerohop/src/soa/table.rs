@@ -43,12 +43,34 @@ impl SoaTable {
         alignment: usize,
         resource: Arc<dyn MemoryResource>,
     ) -> Result<Self> {
+        let table = Self::allocate(schema, rows, alignment, resource)?;
+        zero_fill(&table.buffer, table.layout.total_bytes)?;
+        Ok(table)
+    }
+
+    /// A host table of `rows` rows from the current host resource whose memory is *not*
+    /// initialised: for producers that write every element anyway (a CSV reader), saving a
+    /// pass over memory that would only be overwritten.
+    ///
+    /// # Safety
+    /// Every element of every column must be written before anything reads it or the table
+    /// is shared (padding between columns is never read through the table).
+    pub unsafe fn new_uninit(schema: Schema, rows: usize) -> Result<Self> {
+        let resource = current_resource(Device::CPU).expect("the host always has a resource");
+        Self::allocate(schema, rows, SOA_DEFAULT_ALIGNMENT, resource)
+    }
+
+    fn allocate(
+        schema: Schema,
+        rows: usize,
+        alignment: usize,
+        resource: Arc<dyn MemoryResource>,
+    ) -> Result<Self> {
         let layout = Layout::new(&schema, rows, alignment)?;
         // The buffer itself is always cache-line aligned, even when columns pack tightly
         // (alignment = element size), so consumers that want aligned starts get them.
         let base_alignment = alignment.max(crate::memory::DEFAULT_ALIGNMENT);
         let buffer = Buffer::allocate(resource, layout.total_bytes, base_alignment, Stream::HOST)?;
-        zero_fill(&buffer, layout.total_bytes)?;
         Ok(SoaTable {
             schema: Arc::new(schema),
             layout: Arc::new(layout),

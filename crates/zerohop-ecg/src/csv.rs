@@ -2,7 +2,7 @@
 //! `SoaTable` (allocated from the current memory resource): one pass counts rows per chunk,
 //! a second parses each chunk into its rows of the columns, on all cores.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use rayon::prelude::*;
 use zerohop::soa::{Schema, SoaTable};
@@ -295,7 +295,14 @@ pub fn parse_csv(data: &[u8], path: &Path, options: &CsvOptions) -> Result<SoaTa
         })
         .collect();
 
-    let path_buf: PathBuf = path.to_owned();
+    let context = LineContext {
+        path,
+        names: &names,
+        selected: &selected,
+        width,
+        delimiter,
+        options,
+    };
     bounds
         .par_iter()
         .zip(per_chunk.par_iter_mut())
@@ -303,61 +310,141 @@ pub fn parse_csv(data: &[u8], path: &Path, options: &CsvOptions) -> Result<SoaTa
         .try_for_each(|((&(b, e), outputs), &line_no)| {
             let chunk = &data[b..e];
             let body = chunk.strip_suffix(b"\n").unwrap_or(chunk);
+            if width == 1 {
+                return parse_single_column(body, line_no, &mut outputs[0], &context);
+            }
             let mut row = 0;
             for (offset, line) in lines(body).enumerate() {
-                if is_blank(line) {
-                    continue;
-                }
-                let line_number = line_no + offset;
-                let error = |column: usize, reason: String| EcgError::Parse {
-                    path: path_buf.clone(),
-                    line: line_number,
-                    column: column + 1,
-                    name: names.get(column).cloned().unwrap_or_default(),
-                    reason,
-                };
-                let fields = line.split(|&c| c == delimiter);
-                let mut next_selected = 0;
-                let mut count = 0;
-                for (field_index, field) in fields.enumerate() {
-                    count += 1;
-                    if next_selected < selected.len() && selected[next_selected] == field_index {
-                        let raw = field.trim_ascii();
-                        let value = if raw.is_empty() {
-                            match options.empty {
-                                EmptyField::Error => {
-                                    return Err(error(field_index, "empty field".into()))
-                                }
-                                EmptyField::Nan => f32::NAN,
-                                EmptyField::Value(v) => v,
-                            }
-                        } else if let Some(v) = parse_plain_decimal(raw) {
-                            v
-                        } else {
-                            let text = std::str::from_utf8(raw)
-                                .map_err(|_| error(field_index, "not UTF-8".into()))?;
-                            let v: f32 = text.parse().map_err(|_| {
-                                error(field_index, format!("{text:?} is not a number"))
-                            })?;
-                            if !v.is_finite() && options.nan == NanPolicy::Reject {
-                                return Err(error(field_index, format!("{text:?} is not finite")));
-                            }
-                            v
-                        };
-                        outputs[next_selected][row] = value;
-                        next_selected += 1;
-                    }
-                }
-                if count != width {
-                    return Err(error(
-                        count.min(width.saturating_sub(1)),
-                        format!("expected {width} fields, found {count}"),
-                    ));
-                }
-                row += 1;
+                context.parse_line(line, line_no + offset, &mut row, outputs)?;
             }
             Ok(())
         })?;
     drop(per_chunk);
     Ok(table)
+}
+
+/// What parsing one line needs to know.
+struct LineContext<'a> {
+    path: &'a Path,
+    names: &'a [String],
+    selected: &'a [usize],
+    width: usize,
+    delimiter: u8,
+    options: &'a CsvOptions,
+}
+
+impl LineContext<'_> {
+    /// Parses one physical line into row `*row` of `outputs` (advancing it), skipping blank
+    /// lines.
+    fn parse_line(
+        &self,
+        line: &[u8],
+        line_number: usize,
+        row: &mut usize,
+        outputs: &mut [&mut [f32]],
+    ) -> Result<()> {
+        if is_blank(line) {
+            return Ok(());
+        }
+        let error = |column: usize, reason: String| EcgError::Parse {
+            path: self.path.to_owned(),
+            line: line_number,
+            column: column + 1,
+            name: self.names.get(column).cloned().unwrap_or_default(),
+            reason,
+        };
+        let mut next_selected = 0;
+        let mut count = 0;
+        for (field_index, field) in line.split(|&c| c == self.delimiter).enumerate() {
+            count += 1;
+            if next_selected < self.selected.len() && self.selected[next_selected] == field_index {
+                let raw = field.trim_ascii();
+                let value = if raw.is_empty() {
+                    match self.options.empty {
+                        EmptyField::Error => return Err(error(field_index, "empty field".into())),
+                        EmptyField::Nan => f32::NAN,
+                        EmptyField::Value(v) => v,
+                    }
+                } else if let Some(v) = parse_plain_decimal(raw) {
+                    v
+                } else {
+                    let text = std::str::from_utf8(raw)
+                        .map_err(|_| error(field_index, "not UTF-8".into()))?;
+                    let v: f32 = text
+                        .parse()
+                        .map_err(|_| error(field_index, format!("{text:?} is not a number")))?;
+                    if !v.is_finite() && self.options.nan == NanPolicy::Reject {
+                        return Err(error(field_index, format!("{text:?} is not finite")));
+                    }
+                    v
+                };
+                outputs[next_selected][*row] = value;
+                next_selected += 1;
+            }
+        }
+        if count != self.width {
+            return Err(error(
+                count.min(self.width.saturating_sub(1)),
+                format!("expected {} fields, found {count}", self.width),
+            ));
+        }
+        *row += 1;
+        Ok(())
+    }
+}
+
+/// One pass over a single-column chunk: plain decimals (`-12.345`, the common case) are
+/// parsed as the newline is found, in the same exact way as `parse_plain_decimal`; any other
+/// line (blank, spaces, exponents, errors) goes through the general line parser.
+fn parse_single_column(
+    body: &[u8],
+    first_line: usize,
+    column: &mut [f32],
+    context: &LineContext<'_>,
+) -> Result<()> {
+    let len = body.len();
+    let (mut i, mut row, mut line_number) = (0usize, 0usize, first_line);
+    while i <= len {
+        let start = i;
+        let negative = i < len && body[i] == b'-';
+        if i < len && (body[i] == b'-' || body[i] == b'+') {
+            i += 1;
+        }
+        let (mut mantissa, mut digits, mut fraction, mut dot) = (0u32, 0usize, 0usize, false);
+        while i < len && digits < 9 {
+            match body[i] {
+                b @ b'0'..=b'9' => {
+                    mantissa = mantissa * 10 + u32::from(b - b'0');
+                    digits += 1;
+                    fraction += usize::from(dot);
+                }
+                b'.' if !dot => dot = true,
+                _ => break,
+            }
+            i += 1;
+        }
+        let at_end = i == len || body[i] == b'\n';
+        if at_end && digits > 0 && mantissa < 1 << 24 && fraction < POW10.len() {
+            let value = mantissa as f32 / POW10[fraction];
+            column[row] = if negative { -value } else { value };
+            row += 1;
+        } else {
+            let end = body[start..]
+                .iter()
+                .position(|&b| b == b'\n')
+                .map_or(len, |p| start + p);
+            let line = &body[start..end];
+            let line = line.strip_suffix(b"\r").unwrap_or(line);
+            context.parse_line(
+                line,
+                line_number,
+                &mut row,
+                std::slice::from_mut(&mut &mut *column),
+            )?;
+            i = end;
+        }
+        i += 1;
+        line_number += 1;
+    }
+    Ok(())
 }

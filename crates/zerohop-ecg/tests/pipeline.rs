@@ -322,3 +322,60 @@ fn synthetic_csv_round_trips_through_the_reader() {
     assert_eq!(p.len(), synthetic.r_peaks.len());
     std::fs::remove_dir_all(&dir).ok();
 }
+
+mod single_column {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// Lines a single-column CSV may hold: plain decimals (the one-pass path), and everything
+    /// that must fall back to the general parser.
+    fn line() -> impl Strategy<Value = String> {
+        prop_oneof![
+            4 => (-99999i32..99999, 0u32..10_000).prop_map(|(a, b)| format!("{a}.{b}")),
+            1 => Just(String::new()),
+            1 => Just("   ".to_string()),
+            1 => (-1000i32..1000).prop_map(|v| format!("{v}\r")),
+            1 => (-1000i32..1000).prop_map(|v| format!(" {v} ")),
+            1 => (-9i32..9).prop_map(|v| format!("{v}e-2")),
+            1 => Just("1234567890".to_string()),
+            1 => Just("+7".to_string()),
+        ]
+    }
+
+    /// What every non-blank line should parse to.
+    fn expected(lines: &[String]) -> Vec<f32> {
+        lines
+            .iter()
+            .map(|l| l.trim())
+            .filter(|l| !l.is_empty())
+            .map(|l| l.parse::<f32>().unwrap())
+            .collect()
+    }
+
+    proptest! {
+        #[test]
+        fn the_one_pass_reader_agrees_with_str_parse(lines in proptest::collection::vec(line(), 1..400)) {
+            let text = format!("mv\n{}\n", lines.join("\n"));
+            let table = parse(&text, &CsvOptions::default()).unwrap();
+            prop_assert_eq!(table.column::<f32>("mv").unwrap(), &expected(&lines)[..]);
+        }
+    }
+
+    #[test]
+    fn errors_in_single_column_files_name_their_line() {
+        let err = parse("mv\n1.5\n\n2.5\nx\n", &CsvOptions::default())
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            err,
+            "test.csv, line 5, column 1 (mv): \"x\" is not a number"
+        );
+        let err = parse("mv\n1.5\n2,3\n", &CsvOptions::default())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("line 3") && err.contains("expected 1 fields, found 2"),
+            "{err}"
+        );
+    }
+}

@@ -110,7 +110,8 @@ unsafe fn launch(
     stream: Stream,
     args: &mut [*mut c_void],
 ) -> Result<()> {
-    let blocks = u32::try_from(blocks.max(1)).map_err(|_| invalid("CUDA launch", "too many blocks"))?;
+    let blocks =
+        u32::try_from(blocks.max(1)).map_err(|_| invalid("CUDA launch", "too many blocks"))?;
     // SAFETY: per the caller's contract; the stream is the caller's handle.
     unsafe {
         result::launch_kernel(
@@ -143,7 +144,12 @@ fn ptr(view: &TensorView) -> u64 {
 }
 
 /// Copies `len` elements of `T` from device memory into a host vector (waits for them).
-fn download<T: Copy + Default>(device: i32, src: u64, len: usize, stream: Stream) -> Result<Vec<T>> {
+fn download<T: Copy + Default>(
+    device: i32,
+    src: u64,
+    len: usize,
+    stream: Stream,
+) -> Result<Vec<T>> {
     let mut out = vec![T::default(); len];
     // SAFETY: `src` holds `len` elements of T on the device (the caller's buffer); `out` is
     // host memory of the same size; the copy completes before `out` is read (synchronize).
@@ -236,7 +242,10 @@ pub fn segment_cuda(
     if n < params.window {
         return Err(invalid(
             "signal",
-            format!("{n} samples is shorter than the {}-sample gate window", params.window),
+            format!(
+                "{n} samples is shorter than the {}-sample gate window",
+                params.window
+            ),
         ));
     }
     let k = kernels(device)?;
@@ -285,7 +294,13 @@ pub fn segment_cuda(
             THREADS,
             0,
             stream,
-            &mut [arg(&mut xp), arg(&mut rp), arg(&mut w), arg(&mut nn), arg(&mut cp)],
+            &mut [
+                arg(&mut xp),
+                arg(&mut rp),
+                arg(&mut w),
+                arg(&mut nn),
+                arg(&mut cp),
+            ],
         )?
     };
     lap("curvature", &mut timings)?;
@@ -293,8 +308,12 @@ pub fn segment_cuda(
     let outputs = n + 1 - params.window;
     let flags = device_tensor(device, DType::U8, outputs, stream)?;
     let shared = (THREADS as usize + params.window - 1) * 4;
-    let (mut cp, mut out_n, mut win, mut fp) =
-        (ptr(&curvature), outputs as i64, params.window as i32, ptr(&flags));
+    let (mut cp, mut out_n, mut win, mut fp) = (
+        ptr(&curvature),
+        outputs as i64,
+        params.window as i32,
+        ptr(&flags),
+    );
     let (function, shared) = if shared <= SHARED_LIMIT {
         (k.maxima_shared, shared)
     } else {
@@ -370,10 +389,18 @@ pub fn segment_cuda(
             THREADS,
             0,
             stream,
-            &mut [arg(&mut gp), arg(&mut tot), arg(&mut lo), arg(&mut hi), arg(&mut lp), arg(&mut kp)],
+            &mut [
+                arg(&mut gp),
+                arg(&mut tot),
+                arg(&mut lo),
+                arg(&mut hi),
+                arg(&mut lp),
+                arg(&mut kp),
+            ],
         )?
     };
-    let (offsets, beats_n, blocks) = block_offsets(&k, device, ptr(&keep), count as i64, 1, stream)?;
+    let (offsets, beats_n, blocks) =
+        block_offsets(&k, device, ptr(&keep), count as i64, 1, stream)?;
     let beat_starts = device_tensor(device, DType::I64, beats_n, stream)?;
     let beat_lengths = device_tensor(device, DType::I64, beats_n, stream)?;
     let (mut fp, mut m, mut mode, mut op, mut sa, mut sb, mut oa, mut ob) = (
@@ -428,7 +455,14 @@ pub fn segment_cuda(
             THREADS,
             0,
             stream,
-            &mut [arg(&mut xp), arg(&mut sp), arg(&mut lp), arg(&mut bn), arg(&mut wd), arg(&mut op)],
+            &mut [
+                arg(&mut xp),
+                arg(&mut sp),
+                arg(&mut lp),
+                arg(&mut bn),
+                arg(&mut wd),
+                arg(&mut op),
+            ],
         )?
     };
     lap("embed", &mut timings)?;

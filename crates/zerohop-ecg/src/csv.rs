@@ -311,7 +311,7 @@ pub fn parse_csv(data: &[u8], path: &Path, options: &CsvOptions) -> Result<SoaTa
             let chunk = &data[b..e];
             let body = chunk.strip_suffix(b"\n").unwrap_or(chunk);
             if width == 1 {
-                return parse_single_column(body, line_no, &mut outputs[0], &context);
+                return parse_single_column(body, line_no, outputs[0], &context);
             }
             let mut row = 0;
             for (offset, line) in lines(body).enumerate() {

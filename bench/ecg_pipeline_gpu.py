@@ -23,7 +23,7 @@ from pathlib import Path
 RATE = 250.0
 
 
-def run_zerohop(csv):
+def run_zerohop(csv, pinned=True):
     import torch
 
     import zerohop.cuda
@@ -33,7 +33,8 @@ def run_zerohop(csv):
     zerohop.cuda.preload_nvrtc()
     device = zm.Stats(zm.Pool(zm.CudaDevice(0)))
     zm.set_current(device)                       # device tensors come from a pool
-    zm.set_current(zm.Stats(zm.CudaPinned(0)))  # the CSV is parsed into pinned memory
+    if pinned:
+        zm.set_current(zm.Stats(zm.CudaPinned(0)))  # the CSV is parsed into pinned memory
     stream = torch.cuda.Stream()
     # Warm-up outside the timings: NVRTC compiles the kernels, torch initialises CUDA.
     warm = ecg.segment(ecg.synthesize(60, rate=RATE)[0], RATE, device="cuda:0")
@@ -109,8 +110,10 @@ def run_reference(csv):
 def child(which, csv):
     import resource
 
-    fn = run_zerohop if which == "zerohop" else run_reference
-    times, shape, device_peak = fn(csv)
+    if which == "reference":
+        times, shape, device_peak = run_reference(csv)
+    else:
+        times, shape, device_peak = run_zerohop(csv, pinned=which == "zerohop-pinned")
     host_peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     print(json.dumps({"times": times, "shape": shape, "device": device_peak, "host": host_peak}))
 
@@ -148,8 +151,10 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         csv = Path(tmp) / "ecg.csv"
         ecg.synthesize(args.samples / RATE, rate=RATE, seed=3, csv=csv)
-        zh = measure("zerohop", csv)
+        pinned = measure("zerohop-pinned", csv)
+        pageable = measure("zerohop-pageable", csv)
         ref = measure("reference", csv)
+    zh = min(pinned, pageable, key=lambda r: sum(r["times"].values()))
     lines = [
         f"# ECG pipeline on the GPU, {args.samples:,} samples (seconds; training excluded)",
         "",
@@ -159,19 +164,25 @@ def main():
         "- reference: pandas read_csv (pyarrow engine) → cupy.asarray → cuFFT curvature → "
         "cupyx maximum_filter1d → CuPy compaction, pruning, embedding → torch.from_dlpack",
         f"- beats: zerohop {tuple(zh['shape'])}, reference {tuple(ref['shape'])}",
+        "- zerohop parses the CSV either into pinned memory (one truly asynchronous copy) or "
+        "into pageable memory (the driver stages the copy); the faster of the two counts",
         "",
-        "| stage | reference | zerohop | speed-up |",
-        "|---|---|---|---|",
+        "| stage | reference | zerohop (pinned) | zerohop (pageable) | speed-up |",
+        "|---|---|---|---|---|",
     ]
     for s in ref["times"]:
         r, z = ref["times"][s], zh["times"].get(s, 0.0)
-        lines.append(f"| {s} | {r:.4f} | {z:.4f} | {r / max(z, 1e-9):.1f}× |")
+        a, b = pinned["times"].get(s, 0.0), pageable["times"].get(s, 0.0)
+        lines.append(f"| {s} | {r:.4f} | {a:.4f} | {b:.4f} | {r / max(z, 1e-9):.1f}× |")
     rt, zt = sum(ref["times"].values()), sum(zh["times"].values())
-    lines.append(f"| **total** | **{rt:.3f}** | **{zt:.3f}** | **{rt / zt:.1f}×** |")
-    lines.append(f"| peak device memory | {ref['device'] / 2**20:.0f} MiB | "
-                 f"{zh['device'] / 2**20:.0f} MiB | {ref['device'] / max(zh['device'], 1):.2f}× less |")
-    lines.append(f"| peak host memory (max RSS) | {ref['host'] / 2**20:.0f} MiB | "
-                 f"{zh['host'] / 2**20:.0f} MiB | {ref['host'] / zh['host']:.2f}× less |")
+    pt, gt = sum(pinned["times"].values()), sum(pageable["times"].values())
+    lines.append(f"| **total** | **{rt:.3f}** | **{pt:.3f}** | **{gt:.3f}** | **{rt / zt:.1f}×** |")
+    lines.append(f"| peak device memory (MiB) | {ref['device'] / 2**20:.0f} | "
+                 f"{pinned['device'] / 2**20:.0f} | {pageable['device'] / 2**20:.0f} | "
+                 f"{ref['device'] / max(zh['device'], 1):.2f}× less |")
+    lines.append(f"| peak host memory, max RSS (MiB) | {ref['host'] / 2**20:.0f} | "
+                 f"{pinned['host'] / 2**20:.0f} | {pageable['host'] / 2**20:.0f} | "
+                 f"{ref['host'] / zh['host']:.2f}× less |")
     met = rt / zt >= 10 and zh["device"] < ref["device"]
     lines += ["", f"Goal ≥ 10× on the GPU with lower peak memory: {'met' if met else 'not met'}."]
     text = "\n".join(lines)

@@ -13,7 +13,6 @@ import datetime
 import json
 import os
 import platform
-import subprocess
 import sys
 import tempfile
 import time
@@ -48,43 +47,20 @@ def run_reference(csv):
     import torch
     from scipy.ndimage import maximum_filter1d
 
+    from benchlib import blog_reference_stages
+
     times = {}
-    t = time.perf_counter()
+    clock = [time.perf_counter()]
+
+    def lap(name):
+        times[name] = time.perf_counter() - clock[0]
+        clock[0] = time.perf_counter()
+
     signal = pd.read_csv(csv, engine="pyarrow", dtype="float32")["mv"].to_numpy()
-    times["load CSV"] = time.perf_counter() - t
-
-    t = time.perf_counter()
-    w = 30
-    x = np.linspace(-3, 3, w)
-    kernel = np.zeros(len(signal), np.float32)
-    kernel[:w] = np.exp(-x * x / 2) * (1 - x * x) * 2 / np.sqrt(w)
-    curv = np.fft.irfft(np.fft.rfft(signal) * np.fft.rfft(kernel), len(signal)).astype(np.float32)
-    times["curvature"] = time.perf_counter() - t
-
-    t = time.perf_counter()
-    window = 180
-    centre = (window + 1) // 2
-    # maximum over curv[p .. p+window-1], compared with curv[p + centre]
-    peak = maximum_filter1d(curv, size=window, origin=-(window // 2), mode="nearest")
-    n_out = len(curv) - window + 1
-    gates = (peak[:n_out] == curv[centre:centre + n_out]).astype(np.int8)
-    gates[1:] = gates[1:] * ((gates[1:] - gates[:-1]) == 1)
-    indices = np.flatnonzero(gates)
-    times["gates"] = time.perf_counter() - t
-
-    t = time.perf_counter()
-    lengths = np.diff(indices)
-    keep = (lengths >= 100) & (lengths <= 256)
-    starts, lens = indices[:-1][keep], lengths[keep]
-    cols = np.arange(256)
-    take = starts[:, None] + cols[None, :]
-    mask = cols[None, :] < lens[:, None]
-    beats = np.where(mask, signal[np.minimum(take, len(signal) - 1)], 0.0).astype(np.float32)
-    times["prune + embed"] = time.perf_counter() - t
-
-    t = time.perf_counter()
+    lap("load CSV")
+    beats = blog_reference_stages(np, maximum_filter1d, signal, lap)
     tensor = torch.from_numpy(beats)
-    times["to torch"] = time.perf_counter() - t
+    lap("to torch")
     return times, tuple(tensor.shape)
 
 
@@ -98,14 +74,9 @@ def child(which, csv):
 
 
 def measure(which, csv):
-    best = None
-    for _ in range(2):
-        out = subprocess.run([sys.executable, __file__, "--child", which, str(csv)],
-                             capture_output=True, text=True, check=True)
-        result = json.loads(out.stdout.strip().splitlines()[-1])
-        if best is None or sum(result["times"].values()) < sum(best["times"].values()):
-            best = result
-    return best
+    from benchlib import best_fresh_run
+
+    return best_fresh_run(__file__, which, csv)
 
 
 def main():

@@ -14,8 +14,6 @@ reference, with lower peak memory.
 import argparse
 import datetime
 import json
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -63,47 +61,27 @@ def run_reference(csv):
     import torch
     from cupyx.scipy.ndimage import maximum_filter1d
 
+    from benchlib import blog_reference_stages
+
     pool = cupy.get_default_memory_pool()
     # Warm-up outside the timings: cuFFT plans, torch's CUDA initialisation.
     torch.from_dlpack(cupy.fft.irfft(cupy.fft.rfft(cupy.ones(1024, cupy.float32))))
     cupy.cuda.Device(0).synchronize()
     times = {}
+    clock = [time.perf_counter()]
 
-    def lap(name, t):
+    def lap(name):
         cupy.cuda.Device(0).synchronize()
-        times[name] = time.perf_counter() - t
-        return time.perf_counter()
+        times[name] = time.perf_counter() - clock[0]
+        clock[0] = time.perf_counter()
 
-    t = time.perf_counter()
     host = pd.read_csv(csv, engine="pyarrow", dtype="float32")["mv"].to_numpy()
-    t = lap("load CSV", t)
+    lap("load CSV")
     signal = cupy.asarray(host)
-    t = lap("host→device", t)
-    w = 30
-    x = cupy.linspace(-3, 3, w)
-    kernel = cupy.zeros(len(signal), cupy.float32)
-    kernel[:w] = cupy.exp(-x * x / 2) * (1 - x * x) * 2 / cupy.sqrt(w)
-    curv = cupy.fft.irfft(cupy.fft.rfft(signal) * cupy.fft.rfft(kernel), len(signal))
-    curv = curv.astype(cupy.float32)
-    t = lap("curvature", t)
-    window = 180
-    centre = (window + 1) // 2
-    peak = maximum_filter1d(curv, size=window, origin=-(window // 2), mode="nearest")
-    n_out = len(curv) - window + 1
-    gates = (peak[:n_out] == curv[centre:centre + n_out]).astype(cupy.int8)
-    gates[1:] = gates[1:] * ((gates[1:] - gates[:-1]) == 1)
-    indices = cupy.flatnonzero(gates)
-    t = lap("gates", t)
-    lengths = cupy.diff(indices)
-    keep = (lengths >= 100) & (lengths <= 256)
-    starts, lens = indices[:-1][keep], lengths[keep]
-    cols = cupy.arange(256)
-    take = starts[:, None] + cols[None, :]
-    mask = cols[None, :] < lens[:, None]
-    beats = cupy.where(mask, signal[cupy.minimum(take, len(signal) - 1)], 0.0).astype(cupy.float32)
-    t = lap("prune + embed", t)
+    lap("host→device")
+    beats = blog_reference_stages(cupy, maximum_filter1d, signal, lap)
     tensor = torch.from_dlpack(beats)
-    lap("to torch", t)
+    lap("to torch")
     return times, tuple(tensor.shape), pool.total_bytes()
 
 
@@ -119,16 +97,9 @@ def child(which, csv):
 
 
 def measure(which, csv):
-    best = None
-    for _ in range(2):
-        out = subprocess.run([sys.executable, __file__, "--child", which, str(csv)],
-                             capture_output=True, text=True)
-        if out.returncode != 0:
-            raise SystemExit(f"{which} failed:\n{out.stderr[-4000:]}")
-        result = json.loads(out.stdout.strip().splitlines()[-1])
-        if best is None or sum(result["times"].values()) < sum(best["times"].values()):
-            best = result
-    return best
+    from benchlib import best_fresh_run
+
+    return best_fresh_run(__file__, which, csv)
 
 
 def main():

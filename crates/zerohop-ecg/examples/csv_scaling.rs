@@ -30,7 +30,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     for _ in 0..2 {
         let t = Instant::now();
         let table = read_csv(&path, &options)?;
-        println!("read_csv (populated map + parse): {:.4} s, {} rows", t.elapsed().as_secs_f64(), table.len());
+        println!(
+            "read_csv (populated map + parse): {:.4} s, {} rows",
+            t.elapsed().as_secs_f64(),
+            table.len()
+        );
     }
     let file = std::fs::File::open(&path)?;
     let t = Instant::now();
@@ -43,21 +47,31 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!("map lazily: {:.6} s", t.elapsed().as_secs_f64());
     let t = Instant::now();
     let table = parse_csv(&lazy, &path, &options)?;
-    println!("parse, lazily mapped: {:.4} s ({} rows)", t.elapsed().as_secs_f64(), table.len());
+    println!(
+        "parse, lazily mapped: {:.4} s ({} rows)",
+        t.elapsed().as_secs_f64(),
+        table.len()
+    );
     drop(table);
     let max = std::thread::available_parallelism()?.get();
     let mut threads = 1;
     while threads <= max {
-        let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build()?;
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .build()?;
         let best = (0..3)
             .map(|_| {
                 let t = Instant::now();
-                pool.install(|| parse_csv(&map, &path, &options)).map(|_| t.elapsed().as_secs_f64())
+                pool.install(|| parse_csv(&map, &path, &options))
+                    .map(|_| t.elapsed().as_secs_f64())
             })
             .collect::<Result<Vec<_>, _>>()?
             .into_iter()
             .fold(f64::MAX, f64::min);
-        println!("parse from the populated map, {threads:2} threads: {best:.4} s ({:.0} MB/s)", bytes / best / 1e6);
+        println!(
+            "parse from the populated map, {threads:2} threads: {best:.4} s ({:.0} MB/s)",
+            bytes / best / 1e6
+        );
         threads *= 2;
     }
     Ok(())

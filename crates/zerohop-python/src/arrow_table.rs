@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use pyo3::exceptions::{PyBufferError, PyKeyError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyTuple};
+use pyo3::types::PyTuple;
 use zerohop::arrow::arrow_array::ffi::FFI_ArrowArray;
 use zerohop::arrow::arrow_array::{Array, ArrayRef, RecordBatch, RecordBatchOptions, StructArray};
 use zerohop::arrow::arrow_schema::{DataType, Field, Schema};
@@ -485,13 +485,7 @@ pub fn storage_from_import(
 /// A table sharing the memory of `columns` ({name: tensor}): host tensors become Arrow
 /// columns, CUDA tensors device columns. Nothing is copied; strided tensors are refused.
 pub fn storage_from_tensors(py: Python<'_>, columns: &Bound<'_, PyAny>) -> PyResult<Storage> {
-    let pairs: Vec<(String, Bound<'_, PyAny>)> = if let Ok(d) = columns.cast::<PyDict>() {
-        d.iter()
-            .map(|(k, v)| Ok((k.extract()?, v)))
-            .collect::<PyResult<_>>()?
-    } else {
-        columns.extract()?
-    };
+    let pairs = crate::table::named_items(columns)?;
     let from_dlpack = py.import("zerohop")?.getattr("from_dlpack")?;
     let mut views = Vec::new();
     let mut stream = 1usize;

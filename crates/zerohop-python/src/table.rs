@@ -227,6 +227,14 @@ fn to_framework<'py>(
     }
 }
 
+/// `{name: array}` or `[(name, array)]`, as (name, array) pairs in order.
+pub fn named_items<'py>(columns: &Bound<'py, PyAny>) -> PyResult<Vec<(String, Bound<'py, PyAny>)>> {
+    if let Ok(d) = columns.cast::<PyDict>() {
+        return d.iter().map(|(k, v)| Ok((k.extract()?, v))).collect();
+    }
+    columns.extract()
+}
+
 fn warn_copy(py: Python<'_>, what: &str) -> PyResult<()> {
     let warnings = py.import("warnings")?;
     let category = py.import("zerohop")?.getattr("CopyWarning")?;
@@ -314,13 +322,7 @@ impl PyTable {
         columns: &Bound<'_, PyAny>,
         alignment: usize,
     ) -> PyResult<Self> {
-        let pairs: Vec<(String, Bound<'_, PyAny>)> = if let Ok(d) = columns.cast::<PyDict>() {
-            d.iter()
-                .map(|(k, v)| Ok((k.extract()?, v)))
-                .collect::<PyResult<_>>()?
-        } else {
-            columns.extract()?
-        };
+        let pairs = named_items(columns)?;
         let from_dlpack = py.import("zerohop")?.getattr("from_dlpack")?;
         let mut views: Vec<(String, TensorView)> = Vec::new();
         let mut rows: Option<i64> = None;

@@ -56,16 +56,23 @@ __device__ __forceinline__ bool kept(const unsigned char* flags, long long i, in
     return flags[i] && (mode == 1 || i == 0 || !flags[i - 1]);
 }
 
-// counts[b] = elements kept in block b's THREADS * ITEMS elements.
-extern "C" __global__ void count_kept(const unsigned char* __restrict__ flags, long long m,
-                                      int mode, unsigned long long* __restrict__ counts) {
-    __shared__ unsigned int s[THREADS];
-    long long base = ((long long)blockIdx.x * THREADS + threadIdx.x) * ITEMS;
+// Elements kept among this thread's ITEMS, from `base` on.
+__device__ __forceinline__ unsigned int kept_in_items(const unsigned char* flags, long long base,
+                                                      long long m, int mode) {
     unsigned int c = 0;
     for (int e = 0; e < ITEMS; ++e) {
         long long i = base + e;
         if (i < m && kept(flags, i, mode)) ++c;
     }
+    return c;
+}
+
+// counts[b] = elements kept in block b's THREADS * ITEMS elements.
+extern "C" __global__ void count_kept(const unsigned char* __restrict__ flags, long long m,
+                                      int mode, unsigned long long* __restrict__ counts) {
+    __shared__ unsigned int s[THREADS];
+    long long base = ((long long)blockIdx.x * THREADS + threadIdx.x) * ITEMS;
+    unsigned int c = kept_in_items(flags, base, m, mode);
     s[threadIdx.x] = c;
     __syncthreads();
     for (int stride = THREADS / 2; stride > 0; stride >>= 1) {
@@ -85,11 +92,7 @@ extern "C" __global__ void scatter_kept(const unsigned char* __restrict__ flags,
                                         long long* __restrict__ out_b) {
     __shared__ unsigned int s[THREADS];
     long long base = ((long long)blockIdx.x * THREADS + threadIdx.x) * ITEMS;
-    unsigned int c = 0;
-    for (int e = 0; e < ITEMS; ++e) {
-        long long i = base + e;
-        if (i < m && kept(flags, i, mode)) ++c;
-    }
+    unsigned int c = kept_in_items(flags, base, m, mode);
     s[threadIdx.x] = c;
     __syncthreads();
     for (int stride = 1; stride < THREADS; stride <<= 1) {

@@ -220,6 +220,55 @@ fn block_offsets(
     Ok((offsets, total as usize, blocks))
 }
 
+/// One order-keeping compaction: `m` flags and the device offsets of each block's output.
+struct Compaction {
+    flags: u64,
+    m: i64,
+    offsets: u64,
+    blocks: u64,
+}
+
+impl Compaction {
+    /// Writes the kept elements in order: mode 0 their indices to `out.0`; mode 1 `src.0[i]`
+    /// and `src.1[i]` to `out.0` and `out.1`.
+    ///
+    /// # Safety
+    /// The outputs must hold as many elements as the offsets counted, the sources `m` (mode 1),
+    /// all on the kernels' device.
+    unsafe fn scatter(
+        &self,
+        k: &Kernels,
+        stream: Stream,
+        mode: i32,
+        src: (u64, u64),
+        out: (u64, u64),
+    ) -> Result<()> {
+        let (mut flags, mut m, mut mode, mut offsets) = (self.flags, self.m, mode, self.offsets);
+        let (mut src_a, mut src_b, mut out_a, mut out_b) = (src.0, src.1, out.0, out.1);
+        // SAFETY: scatter_kept(flags: u8*, m: i64, mode: i32, offsets: u64*, src_a, src_b:
+        // i64*, out_a, out_b: i64*), sized per the caller's contract.
+        unsafe {
+            launch(
+                k.scatter,
+                self.blocks,
+                THREADS,
+                0,
+                stream,
+                &mut [
+                    arg(&mut flags),
+                    arg(&mut m),
+                    arg(&mut mode),
+                    arg(&mut offsets),
+                    arg(&mut src_a),
+                    arg(&mut src_b),
+                    arg(&mut out_a),
+                    arg(&mut out_b),
+                ],
+            )
+        }
+    }
+}
+
 /// Runs every stage on `signal` (float32, 1-d, on the host or on `device`) on `stream`.
 pub fn segment_cuda(
     signal: &TensorView,
@@ -336,37 +385,14 @@ pub fn segment_cuda(
     let (offsets, total, blocks) =
         block_offsets(&k, device, ptr(&flags), outputs as i64, 0, stream)?;
     let gates = device_tensor(device, DType::I64, total, stream)?;
-    let null = 0u64;
-    let (mut fp, mut m, mut mode, mut op, mut sa, mut sb, mut oa, mut ob) = (
-        ptr(&flags),
-        outputs as i64,
-        0i32,
-        ptr(&offsets),
-        null,
-        null,
-        ptr(&gates),
-        null,
-    );
-    // SAFETY: scatter_kept(flags, m, mode 0, offsets, -, -, out_a: i64* of `total`, -).
-    unsafe {
-        launch(
-            k.scatter,
-            blocks,
-            THREADS,
-            0,
-            stream,
-            &mut [
-                arg(&mut fp),
-                arg(&mut m),
-                arg(&mut mode),
-                arg(&mut op),
-                arg(&mut sa),
-                arg(&mut sb),
-                arg(&mut oa),
-                arg(&mut ob),
-            ],
-        )?
+    let compaction = Compaction {
+        flags: ptr(&flags),
+        m: outputs as i64,
+        offsets: ptr(&offsets),
+        blocks,
     };
+    // SAFETY: `gates` holds the `total` indices the offsets were counted for.
+    unsafe { compaction.scatter(&k, stream, 0, (0, 0), (ptr(&gates), 0))? };
     lap("indices", &mut timings)?;
 
     let count = total.saturating_sub(1);
@@ -403,35 +429,20 @@ pub fn segment_cuda(
         block_offsets(&k, device, ptr(&keep), count as i64, 1, stream)?;
     let beat_starts = device_tensor(device, DType::I64, beats_n, stream)?;
     let beat_lengths = device_tensor(device, DType::I64, beats_n, stream)?;
-    let (mut fp, mut m, mut mode, mut op, mut sa, mut sb, mut oa, mut ob) = (
-        ptr(&keep),
-        count as i64,
-        1i32,
-        ptr(&offsets),
-        ptr(&gates),
-        ptr(&lengths),
-        ptr(&beat_starts),
-        ptr(&beat_lengths),
-    );
-    // SAFETY: scatter_kept(flags, m, mode 1, offsets, gates, lengths, starts, lengths out),
-    // the sources holding `count` values and the outputs `beats_n`.
+    let compaction = Compaction {
+        flags: ptr(&keep),
+        m: count as i64,
+        offsets: ptr(&offsets),
+        blocks,
+    };
+    // SAFETY: gates and lengths hold `count` values; the outputs the `beats_n` kept.
     unsafe {
-        launch(
-            k.scatter,
-            blocks,
-            THREADS,
-            0,
+        compaction.scatter(
+            &k,
             stream,
-            &mut [
-                arg(&mut fp),
-                arg(&mut m),
-                arg(&mut mode),
-                arg(&mut op),
-                arg(&mut sa),
-                arg(&mut sb),
-                arg(&mut oa),
-                arg(&mut ob),
-            ],
+            1,
+            (ptr(&gates), ptr(&lengths)),
+            (ptr(&beat_starts), ptr(&beat_lengths)),
         )?
     };
     lap("prune", &mut timings)?;

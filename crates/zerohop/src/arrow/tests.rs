@@ -389,39 +389,30 @@ fn device_export_refuses_what_would_need_a_copy() {
     assert!(err.to_string().contains("row count"), "{err}");
 }
 
+/// A host array presented as a CUDA device array: the importer never reads buffers, but it
+/// must judge the validity pointer and the type.
+fn import_as_cuda(array: &dyn Array) -> crate::error::Result<DeviceImport> {
+    let (ffi, schema) = to_ffi(&array.to_data()).unwrap();
+    let device_array = FFI_ArrowDeviceArray {
+        array: ffi,
+        device_id: 0,
+        device_type: 2,
+        sync_event: std::ptr::null_mut(),
+        reserved: [0; 3],
+    };
+    import_device(device_array, &schema)
+}
+
 #[test]
 fn device_arrays_with_nulls_or_strings_are_refused() {
-    // A host struct stands in for a device one: the importer never reads buffers, but it
-    // must see the validity pointer and the type.
     let with_nulls = Float32Array::new(
         vec![1.0, 2.0].into(),
         Some(NullBuffer::from(vec![true, false])),
     );
-    let (ffi, schema) = to_ffi(&with_nulls.to_data()).unwrap();
-    let device_array = FFI_ArrowDeviceArray {
-        array: ffi,
-        device_id: 0,
-        device_type: 2,
-        sync_event: std::ptr::null_mut(),
-        reserved: [0; 3],
-    };
-    let err = import_device(device_array, &schema)
-        .map(|_| ())
-        .unwrap_err();
+    let err = import_as_cuda(&with_nulls).map(|_| ()).unwrap_err();
     assert!(err.to_string().contains("nulls on the device"), "{err}");
-
     let strings = arrow_array::StringArray::from(vec!["a"]);
-    let (ffi, schema) = to_ffi(&strings.to_data()).unwrap();
-    let device_array = FFI_ArrowDeviceArray {
-        array: ffi,
-        device_id: 0,
-        device_type: 2,
-        sync_event: std::ptr::null_mut(),
-        reserved: [0; 3],
-    };
-    let err = import_device(device_array, &schema)
-        .map(|_| ())
-        .unwrap_err();
+    let err = import_as_cuda(&strings).map(|_| ()).unwrap_err();
     assert!(err.to_string().contains("no tensor form"), "{err}");
 }
 

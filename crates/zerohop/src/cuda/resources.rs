@@ -5,7 +5,7 @@
 use std::ffi::c_void;
 use std::ptr::NonNull;
 
-use cudarc::driver::{result, sys};
+use cudarc::driver::{result, sys, DriverError};
 
 use super::{bind, driver_error, order_streams, stream_handle};
 use crate::device::Device;
@@ -15,27 +15,46 @@ use crate::memory::{MemoryResource, Stream};
 /// The CUDA allocators align to at least this.
 pub const CUDA_ALIGNMENT: usize = 256;
 
-fn check_alignment(align: usize) -> Result<()> {
+/// Checks the request, makes `ordinal`'s context current and runs the driver's allocator
+/// (`allocate(bytes)` with `bytes` ≥ 1), turning its failure into an out-of-memory error.
+fn allocate_with(
+    ordinal: i32,
+    device: Device,
+    bytes: usize,
+    align: usize,
+    allocate: impl FnOnce(usize) -> std::result::Result<usize, DriverError>,
+) -> Result<NonNull<u8>> {
     if align > CUDA_ALIGNMENT {
         return Err(Error::InvalidArgument {
             what: "alignment".into(),
             reason: format!("{align} exceeds the {CUDA_ALIGNMENT} bytes CUDA allocations give"),
         });
     }
-    Ok(())
-}
-
-fn out_of_memory(bytes: usize, device: Device, reason: String) -> Error {
-    Error::OutOfMemory {
+    bind(ordinal)?;
+    let oom = |reason: String| Error::OutOfMemory {
         requested: bytes,
         device,
         reason,
-    }
+    };
+    let address = allocate(bytes.max(1)).map_err(|e| oom(format!("{e:?}")))?;
+    NonNull::new(address as *mut u8).ok_or_else(|| oom("the driver returned NULL".into()))
 }
 
-fn non_null(ptr: usize, bytes: usize, device: Device) -> Result<NonNull<u8>> {
-    NonNull::new(ptr as *mut u8)
-        .ok_or_else(|| out_of_memory(bytes, device, "the driver returned NULL".into()))
+/// Frees a block synchronously once the work queued on `stream` (which may still use it) is
+/// done. Nothing happens when the context cannot be bound (the process is going down).
+///
+/// # Safety
+/// `free` must release a block of `ordinal`'s context that nothing uses after `stream`'s work.
+unsafe fn free_after(
+    ordinal: i32,
+    stream: Stream,
+    free: impl FnOnce() -> std::result::Result<(), DriverError>,
+) {
+    if bind(ordinal).is_ok() {
+        // SAFETY: the stream is the handle the block was used on, per the caller.
+        let _ = unsafe { result::stream::synchronize(stream_handle(stream)) };
+        let _ = free();
+    }
 }
 
 /// Device memory from `cuMemAlloc`. A free first lets the freeing stream finish (the driver's
@@ -54,24 +73,20 @@ impl CudaDeviceResource {
 
 impl MemoryResource for CudaDeviceResource {
     fn allocate(&self, bytes: usize, align: usize, _stream: Stream) -> Result<NonNull<u8>> {
-        check_alignment(align)?;
-        bind(self.ordinal)?;
-        // SAFETY: the context is current; the size is non-zero.
-        let ptr = unsafe { result::malloc_sync(bytes.max(1)) }
-            .map_err(|e| out_of_memory(bytes, self.device(), format!("{e:?}")))?;
-        non_null(ptr as usize, bytes, self.device())
+        allocate_with(self.ordinal, self.device(), bytes, align, |n| {
+            // SAFETY: the context is current (bound by `allocate_with`); n ≥ 1.
+            unsafe { result::malloc_sync(n) }.map(|p| p as usize)
+        })
     }
 
     unsafe fn deallocate(&self, ptr: NonNull<u8>, _bytes: usize, _align: usize, stream: Stream) {
-        if bind(self.ordinal).is_err() {
-            return;
-        }
-        // SAFETY: per the trait contract the block came from `allocate` here; the stream is
-        // the one it was used on, and its queued work may still use the block.
-        unsafe {
-            let _ = result::stream::synchronize(stream_handle(stream));
-            let _ = result::free_sync(ptr.as_ptr() as sys::CUdeviceptr);
-        }
+        let free = || {
+            // SAFETY: the block is this resource's and unused from here on.
+            unsafe { result::free_sync(ptr.as_ptr() as sys::CUdeviceptr) }
+        };
+        // SAFETY: per the trait contract the block came from `allocate` here and was used on
+        // `stream`.
+        unsafe { free_after(self.ordinal, stream, free) };
     }
 
     fn device(&self) -> Device {
@@ -113,12 +128,10 @@ impl CudaAsyncResource {
 
 impl MemoryResource for CudaAsyncResource {
     fn allocate(&self, bytes: usize, align: usize, stream: Stream) -> Result<NonNull<u8>> {
-        check_alignment(align)?;
-        bind(self.ordinal)?;
-        // SAFETY: the context is current; the stream is a handle the caller vouches for.
-        let ptr = unsafe { result::malloc_async(stream_handle(stream), bytes.max(1)) }
-            .map_err(|e| out_of_memory(bytes, self.device(), format!("{e:?}")))?;
-        non_null(ptr as usize, bytes, self.device())
+        allocate_with(self.ordinal, self.device(), bytes, align, |n| {
+            // SAFETY: the context is current; the stream is a handle the caller vouches for.
+            unsafe { result::malloc_async(stream_handle(stream), n) }.map(|p| p as usize)
+        })
     }
 
     unsafe fn deallocate(&self, ptr: NonNull<u8>, _bytes: usize, _align: usize, stream: Stream) {
@@ -155,25 +168,20 @@ impl CudaManagedResource {
 
 impl MemoryResource for CudaManagedResource {
     fn allocate(&self, bytes: usize, align: usize, _stream: Stream) -> Result<NonNull<u8>> {
-        check_alignment(align)?;
-        bind(self.ordinal)?;
-        // SAFETY: the context is current; the size is non-zero.
-        let ptr = unsafe {
-            result::malloc_managed(bytes.max(1), sys::CUmemAttach_flags::CU_MEM_ATTACH_GLOBAL)
-        }
-        .map_err(|e| out_of_memory(bytes, self.device(), format!("{e:?}")))?;
-        non_null(ptr as usize, bytes, self.device())
+        allocate_with(self.ordinal, self.device(), bytes, align, |n| {
+            // SAFETY: the context is current; n ≥ 1.
+            unsafe { result::malloc_managed(n, sys::CUmemAttach_flags::CU_MEM_ATTACH_GLOBAL) }
+                .map(|p| p as usize)
+        })
     }
 
     unsafe fn deallocate(&self, ptr: NonNull<u8>, _bytes: usize, _align: usize, stream: Stream) {
-        if bind(self.ordinal).is_err() {
-            return;
-        }
+        let free = || {
+            // SAFETY: the block is this resource's and unused from here on.
+            unsafe { result::free_sync(ptr.as_ptr() as sys::CUdeviceptr) }
+        };
         // SAFETY: as for device memory.
-        unsafe {
-            let _ = result::stream::synchronize(stream_handle(stream));
-            let _ = result::free_sync(ptr.as_ptr() as sys::CUdeviceptr);
-        }
+        unsafe { free_after(self.ordinal, stream, free) };
     }
 
     fn device(&self) -> Device {
@@ -201,23 +209,19 @@ impl CudaPinnedResource {
 
 impl MemoryResource for CudaPinnedResource {
     fn allocate(&self, bytes: usize, align: usize, _stream: Stream) -> Result<NonNull<u8>> {
-        check_alignment(align)?;
-        bind(self.ordinal)?;
-        // SAFETY: the context is current; PORTABLE makes the block pinned for every context.
-        let ptr = unsafe { result::malloc_host(bytes.max(1), sys::CU_MEMHOSTALLOC_PORTABLE) }
-            .map_err(|e| out_of_memory(bytes, self.device(), format!("{e:?}")))?;
-        non_null(ptr as usize, bytes, self.device())
+        allocate_with(self.ordinal, self.device(), bytes, align, |n| {
+            // SAFETY: the context is current; PORTABLE pins the block for every context.
+            unsafe { result::malloc_host(n, sys::CU_MEMHOSTALLOC_PORTABLE) }.map(|p| p as usize)
+        })
     }
 
     unsafe fn deallocate(&self, ptr: NonNull<u8>, _bytes: usize, _align: usize, stream: Stream) {
-        if bind(self.ordinal).is_err() {
-            return;
-        }
+        let free = || {
+            // SAFETY: the block is this resource's and unused from here on.
+            unsafe { result::free_host(ptr.as_ptr() as *mut c_void) }
+        };
         // SAFETY: per the trait contract; copies queued on `stream` may still read it.
-        unsafe {
-            let _ = result::stream::synchronize(stream_handle(stream));
-            let _ = result::free_host(ptr.as_ptr() as *mut c_void);
-        }
+        unsafe { free_after(self.ordinal, stream, free) };
     }
 
     fn device(&self) -> Device {

@@ -96,21 +96,23 @@ unsafe extern "C" fn release_export(array: *mut RawArrowArray) {
 
 /// A C ArrowArray built by hand, so no Rust reference to device memory is ever formed
 /// (arrow-rs's buffers deref to slices, which device pointers must never become).
+/// Every value in between is an `FFI_ArrowArray`, whose Drop releases it, so an error
+/// part-way through an export leaks nothing.
 fn raw_array(
     length: usize,
     buffers: Vec<*const c_void>,
-    children: Vec<RawArrowArray>,
+    children: Vec<FFI_ArrowArray>,
     owner: Owner,
-) -> RawArrowArray {
+) -> FFI_ArrowArray {
     let mut private = Box::new(ExportPrivate {
         buffers: buffers.into_boxed_slice(),
         children: children
             .into_iter()
-            .map(|c| Box::into_raw(Box::new(c)))
+            .map(|c| Box::into_raw(Box::new(from_ffi(c))))
             .collect(),
         _owner: owner,
     });
-    RawArrowArray {
+    into_ffi(RawArrowArray {
         length: length as i64,
         null_count: 0,
         offset: 0,
@@ -121,12 +123,12 @@ fn raw_array(
         dictionary: std::ptr::null(),
         release: Some(release_export),
         private_data: Box::into_raw(private).cast(),
-    }
+    })
 }
 
 /// A compact device tensor as a C array: primitive for (n,), FixedSizeLists for more
 /// dimensions; and its Arrow type.
-fn device_tensor_array(view: &TensorView, what: &str) -> Result<(RawArrowArray, DataType)> {
+fn device_tensor_array(view: &TensorView, what: &str) -> Result<(FFI_ArrowArray, DataType)> {
     if view.ndim() == 0 || !view.is_contiguous() {
         return Err(bad(
             what,
@@ -161,6 +163,13 @@ fn into_ffi(raw: RawArrowArray) -> FFI_ArrowArray {
     // SAFETY: identical `#[repr(C)]` layouts (asserted in ffi_check), and `release_export`
     // has the ABI of FFI_ArrowArray's release callback.
     unsafe { std::mem::transmute::<RawArrowArray, FFI_ArrowArray>(raw) }
+}
+
+/// The inverse of [`into_ffi`]: ownership moves into the raw struct (the parent's release
+/// releases it from then on).
+fn from_ffi(array: FFI_ArrowArray) -> RawArrowArray {
+    // SAFETY: as in `into_ffi`; the transmute consumes `array`, so its Drop does not run.
+    unsafe { std::mem::transmute::<FFI_ArrowArray, RawArrowArray>(array) }
 }
 
 /// Exports named device tensors (all of `n` rows, on one device) as one struct array — a
@@ -219,7 +228,6 @@ pub fn export_device(
         let data_type = fields[0].data_type().clone();
         (children.pop().expect("one child"), data_type)
     };
-    let array = into_ffi(array);
     let schema = if as_batch {
         FFI_ArrowSchema::try_from(&data_type)
     } else {

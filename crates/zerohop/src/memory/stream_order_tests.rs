@@ -96,8 +96,11 @@ fn small_blocks_freed_on_the_same_stream_are_preferred() {
         pool.deallocate(b, 512, 256, B);
         pool.deallocate(a, 512, 256, A);
     }
-    assert_eq!(pool.allocate(512, 256, B).unwrap(), b);
+    let again = pool.allocate(512, 256, B).unwrap();
+    assert_eq!(again, b);
     assert!(calls(&upstream).is_empty(), "B's own block needed no event");
+    // SAFETY: allocated just above with these arguments.
+    unsafe { pool.deallocate(again, 512, 256, B) };
 }
 
 #[test]
@@ -135,11 +138,10 @@ fn a_failed_ordering_is_an_error_and_loses_nothing() {
     assert!(pool.allocate(1000, 256, B).is_err());
     assert_eq!(pool.usage().in_use, 0);
     *upstream.fail.lock().unwrap() = false;
-    assert_eq!(
-        pool.allocate(1000, 256, A).unwrap(),
-        p,
-        "the block is still there"
-    );
+    let again = pool.allocate(1000, 256, A).unwrap();
+    assert_eq!(again, p, "the block is still there");
+    // SAFETY: allocated just above with these arguments.
+    unsafe { pool.deallocate(again, 1000, 256, A) };
 }
 
 #[test]

@@ -14,14 +14,12 @@ use pyo3::ffi;
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyCapsule, PyTuple};
-use zerohop::arrow::arrow_array::ffi::{from_ffi_and_data_type, FFI_ArrowArray, FFI_ArrowSchema};
+use zerohop::arrow::arrow_array::ffi::{FFI_ArrowArray, FFI_ArrowSchema};
 use zerohop::arrow::arrow_array::ffi_stream::FFI_ArrowArrayStream;
-use zerohop::arrow::arrow_array::{
-    make_array, Array, ArrayRef, RecordBatch, RecordBatchIterator, RecordBatchOptions, StructArray,
-};
+use zerohop::arrow::arrow_array::{Array, ArrayRef, RecordBatch, RecordBatchIterator, StructArray};
 use zerohop::arrow::arrow_schema::{DataType, Field, Schema};
 use zerohop::arrow::{
-    check_array, import_device, read_device_stream, DeviceImport, FFI_ArrowDeviceArray,
+    import_device, import_host_batch, read_device_stream, DeviceImport, FFI_ArrowDeviceArray,
     FFI_ArrowDeviceArrayStream,
 };
 use zerohop::DeviceKind;
@@ -208,21 +206,8 @@ pub enum Imported {
     Device(DeviceImport),
 }
 
-/// True when the producer's values buffer for a primitive (or FixedSizeList) array is not
-/// aligned to its element type: arrow-rs then copies it into an aligned buffer on import.
-fn under_aligned(array: &FFI_ArrowArray, data_type: &DataType) -> bool {
-    match data_type {
-        DataType::FixedSizeList(f, _) => under_aligned(array.child(0), f.data_type()),
-        t if t.is_primitive() && array.num_buffers() == 2 => {
-            let align = t.primitive_width().unwrap_or(1).clamp(1, 16);
-            !(array.buffer(1) as usize).is_multiple_of(align)
-        }
-        _ => false,
-    }
-}
-
-/// Moves a checked host array out of the C interface into a record batch. Non-struct arrays
-/// become one column named `name` (or "values").
+/// Moves a host array out of the C interface into a record batch (checked and validated in
+/// `zerohop::arrow::import_host_batch`), noting the columns arrow-rs had to realign.
 fn host_batch(
     array: FFI_ArrowArray,
     data_type: DataType,
@@ -230,51 +215,11 @@ fn host_batch(
     name: &str,
     realigned: &mut Vec<String>,
 ) -> PyResult<RecordBatch> {
-    check_array(&array, &data_type, "(import)").py()?;
-    let (names, types): (Vec<String>, Vec<DataType>) = match &data_type {
-        DataType::Struct(fields) => fields
-            .iter()
-            .map(|f| (f.name().clone(), f.data_type().clone()))
-            .unzip(),
-        other => (
-            vec![if name.is_empty() { "values" } else { name }.to_string()],
-            vec![other.clone()],
-        ),
-    };
-    let misaligned: Vec<bool> = match &data_type {
-        DataType::Struct(_) => (0..types.len())
-            .map(|i| under_aligned(array.child(i), &types[i]))
-            .collect(),
-        other => vec![under_aligned(&array, other)],
-    };
-    // SAFETY: the struct was checked structurally above; buffer contents are the producer's
-    // promise under the C data interface.
-    let data = unsafe { from_ffi_and_data_type(array, data_type.clone()) }
-        .map_err(|e| PyValueError::new_err(format!("Arrow import: {e}")))?;
-    let columns: Vec<ArrayRef> = match &data_type {
-        DataType::Struct(_) => StructArray::from(data).columns().to_vec(),
-        _ => vec![make_array(data)],
-    };
-    for (name, _) in names.iter().zip(misaligned).filter(|(_, m)| *m) {
-        realigned.push(name.clone());
-    }
-    let schema = match full_schema {
-        Some(s) => Arc::new(s.clone()),
-        None => Arc::new(Schema::new(
-            names
-                .iter()
-                .zip(&columns)
-                .map(|(n, c)| Field::new(n, c.data_type().clone(), c.null_count() > 0))
-                .collect::<Vec<_>>(),
-        )),
-    };
-    let rows = columns.first().map_or(0, |c| c.len());
-    RecordBatch::try_new_with_options(
-        schema,
-        columns,
-        &RecordBatchOptions::new().with_row_count(Some(rows)),
-    )
-    .map_err(|e| PyValueError::new_err(format!("Arrow import: {e}")))
+    // SAFETY: `array` came out of a producer's capsule or stream, which vouches for its
+    // buffers under the C data interface; structure and contents are checked inside.
+    let import = unsafe { import_host_batch(array, &data_type, full_schema, name) }.py()?;
+    realigned.extend(import.realigned);
+    Ok(import.batch)
 }
 
 fn describe(obj: &Bound<'_, PyAny>) -> String {

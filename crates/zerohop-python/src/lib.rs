@@ -7,6 +7,7 @@ mod cuda;
 mod ecg;
 mod errors;
 mod exchange;
+mod interface;
 mod memory;
 mod numpy_hook;
 mod owner;
@@ -41,6 +42,10 @@ fn from_dlpack(py: Python<'_>, obj: &Bound<'_, PyAny>, copy: Option<bool>) -> Py
         && obj.hasattr(intern!(py, "__cuda_array_interface__"))?
     {
         cuda::from_cuda_array_interface(py, obj)?
+    } else if !obj.hasattr(intern!(py, "__dlpack__"))?
+        && obj.hasattr(intern!(py, "__array_interface__"))?
+    {
+        interface::from_array_interface(obj)?
     } else {
         let capsule = request_capsule(py, obj)?;
         let import = capsule::consume(&capsule)?;
@@ -129,6 +134,7 @@ fn _zerohop(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyTensor>()?;
     m.add_class::<table::PyTable>()?;
     m.add_function(wrap_pyfunction!(from_dlpack, m)?)?;
+    m.add_function(wrap_pyfunction!(interface::from_array_interface, m)?)?;
     m.add_function(wrap_pyfunction!(zeros, m)?)?;
     m.add_function(wrap_pyfunction!(from_arrow, m)?)?;
     m.add(

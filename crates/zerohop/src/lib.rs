@@ -2,8 +2,10 @@
 //!
 //! Layers, each depending only on those above it:
 //! `memory` (resources) → `buffer` (owned allocations) → `tensor` (strided views) →
-//! `dlpack` (the C ABI, export and import) and `arrow` (feature `arrow`) → `soa` (tables).
+//! `dlpack` (the C ABI, export and import), `array_interface` (the NumPy and CUDA array
+//! interface dicts) and `arrow` (feature `arrow`) → `soa` (tables).
 
+pub mod array_interface;
 #[cfg(feature = "arrow")]
 pub mod arrow;
 pub mod buffer;

@@ -10,6 +10,7 @@ pub(crate) use column::{share_as_arrow_buffer, tensor_to_array_within, values_al
 mod device;
 mod device_stream;
 mod ffi_check;
+mod import;
 #[cfg(test)]
 mod tests;
 mod types;
@@ -18,6 +19,7 @@ pub use column::{array_to_tensor, tensor_to_array, ExportedArray, ImportOptions,
 pub use device::{export_device, import_device, DeviceImport, FFI_ArrowDeviceArray, SyncEvent};
 pub use device_stream::{read_device_stream, FFI_ArrowDeviceArrayStream};
 pub use ffi_check::check_array;
+pub use import::{import_host_batch, HostImport};
 pub use types::{arrow_type_of, dtype_of_arrow};
 
 /// The arrow-rs crates this module speaks, for callers that build arrays themselves.

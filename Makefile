@@ -1,5 +1,6 @@
 # zerohop — every target sets itself up from a fresh clone.
-#   make test   fmt + clippy + cargo test + Miri + pytest
+#   make test   fmt + clippy + cargo test + Miri + pytest + valgrind + short fuzz runs
+#   make fuzz   every fuzz target for FUZZ_SECONDS (default 300) each
 #   make demo   the ECG pipeline on the bundled recording (plots + report in out/ecg)
 #   make bench  criterion benches + cross-framework latency table
 
@@ -14,7 +15,7 @@ MATURIN := $(VENV)/bin/maturin
 export VIRTUAL_ENV := $(abspath $(VENV))
 export PATH := $(abspath $(VENV))/bin:$(PATH)
 
-.PHONY: all venv develop test fmt-check clippy test-rust miri pytest valgrind demo bench clean
+.PHONY: all venv develop test fmt-check clippy test-rust miri pytest valgrind fuzz fuzz-smoke demo bench clean
 
 all: test
 
@@ -63,7 +64,18 @@ pytest: develop
 valgrind: develop
 	PY=$(PY) bash scripts/valgrind-pytest.sh
 
-test: fmt-check clippy test-rust miri pytest valgrind
+# cargo-fuzz targets (fuzz/, its own workspace, nightly + AddressSanitizer): the DLPack
+# importer, the array-interface dict parser, the Arrow C data importer, schemas + tensor maps,
+# and the CSV reader. `make fuzz` runs each for FUZZ_SECONDS; `make test` runs each briefly.
+# Loud skip when nightly or cargo-fuzz cannot be had.
+FUZZ_SECONDS ?= 300
+fuzz:
+	bash scripts/fuzz.sh $(FUZZ_SECONDS)
+
+fuzz-smoke:
+	bash scripts/fuzz.sh 15
+
+test: fmt-check clippy test-rust miri pytest valgrind fuzz-smoke
 
 demo: develop
 	$(PY) -m zerohop.ecg --out out/ecg

@@ -269,9 +269,16 @@ pub fn parse_csv(data: &[u8], path: &Path, options: &CsvOptions) -> Result<SoaTa
         }
         schema = schema.column(&names[i], DType::F32);
     }
-    // SAFETY: the parse below writes every row of every column (each chunk fills exactly
-    // its counted rows of each selected column, and every column is selected); on an error
-    // the table is dropped unread.
+    // Field index → the output column it fills, if selected (the selection may be in any
+    // order, so a field's slot is looked up rather than assumed to follow the file's order).
+    let mut slots: Vec<Option<usize>> = vec![None; width];
+    for (slot, &field) in selected.iter().enumerate() {
+        slots[field] = Some(slot);
+    }
+    // SAFETY: the parse below writes every row of every column: each chunk fills exactly its
+    // counted rows, a row is accepted only with all `width` fields present, and every
+    // selected field has its own slot (duplicates were refused above); on an error the table
+    // is dropped unread.
     let mut table = unsafe { SoaTable::new_uninit(schema.build()?, total_rows)? };
     let mut columns: Vec<&mut [f32]> = table.columns_mut::<f32>()?;
 
@@ -298,7 +305,7 @@ pub fn parse_csv(data: &[u8], path: &Path, options: &CsvOptions) -> Result<SoaTa
     let context = LineContext {
         path,
         names: &names,
-        selected: &selected,
+        slots: &slots,
         width,
         delimiter,
         options,
@@ -327,7 +334,8 @@ pub fn parse_csv(data: &[u8], path: &Path, options: &CsvOptions) -> Result<SoaTa
 struct LineContext<'a> {
     path: &'a Path,
     names: &'a [String],
-    selected: &'a [usize],
+    /// For each field of a line, the output column it fills (None: not selected).
+    slots: &'a [Option<usize>],
     width: usize,
     delimiter: u8,
     options: &'a CsvOptions,
@@ -353,11 +361,10 @@ impl LineContext<'_> {
             name: self.names.get(column).cloned().unwrap_or_default(),
             reason,
         };
-        let mut next_selected = 0;
         let mut count = 0;
         for (field_index, field) in line.split(|&c| c == self.delimiter).enumerate() {
             count += 1;
-            if next_selected < self.selected.len() && self.selected[next_selected] == field_index {
+            if let Some(&Some(slot)) = self.slots.get(field_index) {
                 let raw = field.trim_ascii();
                 let value = if raw.is_empty() {
                     match self.options.empty {
@@ -378,8 +385,7 @@ impl LineContext<'_> {
                     }
                     v
                 };
-                outputs[next_selected][*row] = value;
-                next_selected += 1;
+                outputs[slot][*row] = value;
             }
         }
         if count != self.width {

@@ -19,8 +19,8 @@ use zerohop::arrow::arrow_array::ffi_stream::FFI_ArrowArrayStream;
 use zerohop::arrow::arrow_array::{Array, ArrayRef, RecordBatch, RecordBatchIterator, StructArray};
 use zerohop::arrow::arrow_schema::{DataType, Field, Schema};
 use zerohop::arrow::{
-    import_device, import_host_batch, read_device_stream, DeviceImport, FFI_ArrowDeviceArray,
-    FFI_ArrowDeviceArrayStream,
+    import_device, import_host_batch, read_device_stream, schema_data_type, DeviceImport,
+    FFI_ArrowDeviceArray, FFI_ArrowDeviceArrayStream,
 };
 use zerohop::DeviceKind;
 
@@ -97,11 +97,7 @@ fn read_schema(capsule: &Bound<'_, PyAny>) -> PyResult<(DataType, Option<Schema>
             "the arrow_schema capsule was already consumed",
         ));
     }
-    let data_type = DataType::try_from(schema)
-        .map_err(|e| PyValueError::new_err(format!("Arrow schema: {e}")))?;
-    let full = matches!(data_type, DataType::Struct(_))
-        .then(|| Schema::try_from(schema).ok())
-        .flatten();
+    let (data_type, full) = schema_data_type(schema).py()?;
     Ok((data_type, full, schema.name().unwrap_or("").to_string()))
 }
 
@@ -289,9 +285,7 @@ pub fn import(py: Python<'_>, obj: &Bound<'_, PyAny>) -> PyResult<Imported> {
                 arrays.len()
             )));
         }
-        let data_type = DataType::try_from(&schema)
-            .map_err(|e| PyValueError::new_err(format!("Arrow schema: {e}")))?;
-        let full = Schema::try_from(&schema).ok();
+        let (data_type, full) = schema_data_type(&schema).py()?;
         let schema_capsule = boxed_capsule(py, schema, SCHEMA)?.into_any();
         return device_or_host(arrays.remove(0), data_type, full, "", &schema_capsule);
     }
@@ -344,9 +338,7 @@ fn read_host_stream(
     if code != 0 {
         return Err(stream_error(stream, "schema", code));
     }
-    let data_type = DataType::try_from(&ffi_schema)
-        .map_err(|e| PyValueError::new_err(format!("Arrow stream schema: {e}")))?;
-    let full = Schema::try_from(&ffi_schema).ok();
+    let (data_type, full) = schema_data_type(&ffi_schema).py()?;
     let name = ffi_schema.name().unwrap_or("").to_string();
     let mut batches = Vec::new();
     loop {

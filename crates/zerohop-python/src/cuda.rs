@@ -34,7 +34,11 @@ fn synchronize(py: Python<'_>, device: i32, stream: usize) -> PyResult<()> {
 /// A zero-filled tensor in fresh device memory (cuMemAlloc) of `device`.
 pub fn zeros_on(device: Device, dtype: DType, shape: &[i64]) -> PyResult<PyTensor> {
     let numel = zerohop::tensor::checked_numel(shape).py()?;
-    let bytes = numel * dtype.itemsize();
+    let bytes = numel.checked_mul(dtype.itemsize()).ok_or_else(|| {
+        pyo3::exceptions::PyValueError::new_err(format!(
+            "shape {shape:?} of {dtype} holds more bytes than memory can"
+        ))
+    })?;
     // The device's current resource (a pool `memory.install` or `set_current` put there),
     // else plain device memory.
     let resource: Arc<dyn zerohop::MemoryResource> = match zerohop::memory::current_resource(device)

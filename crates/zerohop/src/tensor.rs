@@ -88,6 +88,15 @@ pub fn validate_layout(
     if numel == 0 {
         return Ok(0);
     }
+    // Even a broadcast (stride-0) view must have a byte count every consumer can compute.
+    if numel
+        .checked_mul(dtype.itemsize())
+        .is_none_or(|bytes| isize::try_from(bytes).is_err())
+    {
+        return Err(Error::InvalidTensor(format!(
+            "shape {shape:?} of {dtype} holds more bytes than the address space"
+        )));
+    }
     if data.is_null() {
         return Err(Error::InvalidTensor(format!(
             "data pointer is NULL but shape {shape:?} holds {numel} elements"

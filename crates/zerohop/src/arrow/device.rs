@@ -13,7 +13,7 @@ use std::sync::Arc;
 use arrow_array::ffi::{FFI_ArrowArray, FFI_ArrowSchema};
 use arrow_schema::{DataType, Field, Fields};
 
-use super::ffi_check::{check_array, raw, RawArrowArray};
+use super::ffi_check::{check_array, raw, schema_data_type, RawArrowArray};
 use super::types::{arrow_type_of, dtype_of_arrow};
 use crate::buffer::Owner;
 use crate::device::Device;
@@ -284,8 +284,7 @@ pub fn import_device(
         array.device_type,
         i32::try_from(array.device_id).unwrap_or(-1),
     )?;
-    let data_type =
-        DataType::try_from(schema).map_err(|e| bad("Arrow device schema", e.to_string()))?;
+    let (data_type, _) = schema_data_type(schema)?;
     check_array(&array.array, &data_type, "(device)")?;
     let sync_event = array.sync_event;
     let taken = std::mem::replace(&mut array.array, FFI_ArrowArray::empty());

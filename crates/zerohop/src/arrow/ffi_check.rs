@@ -8,7 +8,8 @@
 use std::ffi::c_void;
 
 use arrow_data::ffi::FFI_ArrowArray;
-use arrow_schema::DataType;
+use arrow_schema::ffi::FFI_ArrowSchema;
+use arrow_schema::{DataType, Schema};
 
 use crate::error::{Error, Result};
 
@@ -145,6 +146,148 @@ fn check_raw(a: &RawArrowArray, data_type: &DataType, what: &str, depth: usize) 
         }
         // SAFETY: a non-NULL dictionary points to a live ArrowArray owned by the parent.
         check_raw(unsafe { &*a.dictionary }, value_type, what, depth + 1)?;
+    }
+    match data_type {
+        DataType::Utf8 | DataType::Binary | DataType::List(_) | DataType::Map(..) => {
+            check_offsets::<i32>(a, what)
+        }
+        DataType::LargeUtf8 | DataType::LargeBinary | DataType::LargeList(_) => {
+            check_offsets::<i64>(a, what)
+        }
+        _ => Ok(()),
+    }
+}
+
+/// Offsets must start at or above 0 and never decrease: arrow-rs sizes the values buffer
+/// (or child) by the last offset and trusts the rest, so a bad one would turn into reads
+/// outside the producer's memory. The offsets buffer itself holds `offset + length + 1`
+/// entries: the one size the C data interface does promise.
+fn check_offsets<O: Copy + Into<i64>>(a: &RawArrowArray, what: &str) -> Result<()> {
+    if a.length == 0 {
+        return Ok(());
+    }
+    // SAFETY: the buffer table is non-NULL with n_buffers ≥ 2 entries (checked above for
+    // these types: validity, offsets, …).
+    let offsets = unsafe { *a.buffers.add(1) } as *const O;
+    if offsets.is_null() {
+        return Err(bad(what, "has a NULL offsets buffer".into()));
+    }
+    let (first, count) = (a.offset as usize, a.length as usize + 1);
+    // SAFETY: by the C data interface the offsets buffer holds `offset + length + 1` entries;
+    // they are read unaligned because nothing guarantees a foreign buffer's alignment.
+    let at = |i: usize| -> i64 { unsafe { offsets.add(first + i).read_unaligned() }.into() };
+    let mut previous = at(0);
+    if previous < 0 {
+        return Err(bad(
+            what,
+            format!("starts at a negative offset ({previous})"),
+        ));
+    }
+    for i in 1..count {
+        let next = at(i);
+        if next < previous {
+            return Err(bad(
+                what,
+                format!(
+                    "has decreasing offsets ({previous} then {next} at row {})",
+                    i - 1
+                ),
+            ));
+        }
+        previous = next;
+    }
+    Ok(())
+}
+
+/// The C ABI layout of `struct ArrowSchema` (arrow-rs keeps its fields private).
+#[repr(C)]
+struct RawArrowSchema {
+    format: *const std::ffi::c_char,
+    name: *const std::ffi::c_char,
+    metadata: *const std::ffi::c_char,
+    flags: i64,
+    n_children: i64,
+    children: *const *const RawArrowSchema,
+    dictionary: *const RawArrowSchema,
+    release: Option<unsafe extern "C" fn(*mut RawArrowSchema)>,
+    private_data: *mut c_void,
+}
+
+const _: () = assert!(std::mem::size_of::<RawArrowSchema>() == 72);
+const _: () = assert!(std::mem::size_of::<FFI_ArrowSchema>() == 72);
+
+/// Checks a foreign `ArrowSchema` before arrow-rs reads it (its accessors assert, and panic,
+/// on NULL or non-UTF-8 formats and names and on missing children), then converts it: the
+/// data type, and the schema with metadata for structs.
+pub fn schema_data_type(schema: &FFI_ArrowSchema) -> Result<(DataType, Option<Schema>)> {
+    // SAFETY: FFI_ArrowSchema is `#[repr(C)]` with exactly the fields of `struct ArrowSchema`,
+    // as RawArrowSchema is (sizes asserted above).
+    let raw = unsafe { &*(schema as *const FFI_ArrowSchema as *const RawArrowSchema) };
+    check_schema(raw, "schema", 0)?;
+    let data_type = DataType::try_from(schema).map_err(|e| bad("schema", e.to_string()))?;
+    let full = matches!(data_type, DataType::Struct(_))
+        .then(|| Schema::try_from(schema).ok())
+        .flatten();
+    Ok((data_type, full))
+}
+
+fn check_schema(s: &RawArrowSchema, what: &str, depth: usize) -> Result<()> {
+    let what = format!("Arrow {what}");
+    if depth > MAX_DEPTH {
+        return Err(bad(
+            &what,
+            format!("nesting deeper than {MAX_DEPTH} levels"),
+        ));
+    }
+    if s.release.is_none() {
+        return Err(bad(&what, "was already released (release is NULL)".into()));
+    }
+    if s.format.is_null() {
+        return Err(bad(&what, "has a NULL format string".into()));
+    }
+    // SAFETY: non-NULL, and the C data interface makes format a NUL-terminated string.
+    let format = unsafe { std::ffi::CStr::from_ptr(s.format) }
+        .to_str()
+        .map_err(|_| bad(&what, "has a format string that is not UTF-8".into()))?;
+    if !s.name.is_null() {
+        // SAFETY: as for the format.
+        unsafe { std::ffi::CStr::from_ptr(s.name) }
+            .to_str()
+            .map_err(|_| bad(&what, "has a name that is not UTF-8".into()))?;
+    }
+    let needed = match format {
+        "+l" | "+L" | "+vl" | "+vL" | "+m" => Some(1),
+        f if f.starts_with("+w:") => Some(1),
+        "+r" => Some(2),
+        _ => None,
+    };
+    if s.n_children < 0 || s.n_children > 1 << 20 {
+        return Err(bad(&what, format!("has {} children", s.n_children)));
+    }
+    if let Some(n) = needed.filter(|&n| n != s.n_children) {
+        return Err(bad(
+            &what,
+            format!(
+                "of format {format:?} has {} children, the format needs {n}",
+                s.n_children
+            ),
+        ));
+    }
+    if s.n_children > 0 && s.children.is_null() {
+        return Err(bad(&what, "has a NULL children table".into()));
+    }
+    for i in 0..s.n_children as usize {
+        // SAFETY: the table is non-NULL and holds n_children entries.
+        let child = unsafe { *s.children.add(i) };
+        if child.is_null() {
+            return Err(bad(&what, format!("child {i} is NULL")));
+        }
+        // SAFETY: a non-NULL child points to a live schema owned by its parent.
+        check_schema(unsafe { &*child }, &format!("schema child {i}"), depth + 1)?;
+    }
+    if !s.dictionary.is_null() {
+        // SAFETY: a non-NULL dictionary points to a live schema owned by its parent.
+        check_schema(unsafe { &*s.dictionary }, "schema dictionary", depth + 1)?;
     }
     Ok(())
 }

@@ -18,7 +18,7 @@ mod types;
 pub use column::{array_to_tensor, tensor_to_array, ExportedArray, ImportOptions, ImportedTensor};
 pub use device::{export_device, import_device, DeviceImport, FFI_ArrowDeviceArray, SyncEvent};
 pub use device_stream::{read_device_stream, FFI_ArrowDeviceArrayStream};
-pub use ffi_check::check_array;
+pub use ffi_check::{check_array, schema_data_type};
 pub use import::{import_host_batch, HostImport};
 pub use types::{arrow_type_of, dtype_of_arrow};
 

@@ -443,3 +443,70 @@ fn an_unread_device_stream_releases_its_batch() {
     assert_eq!(released.load(Ordering::SeqCst), 1);
     assert!(read_device_stream(FFI_ArrowDeviceArrayStream::empty()).is_err());
 }
+
+/// A string array with the given (possibly invalid) offsets over `values`, in the C interface.
+fn utf8_ffi(offsets: &[i32], values: &[u8]) -> arrow_array::ffi::FFI_ArrowArray {
+    let data = arrow_data::ArrayDataBuilder::new(DataType::Utf8)
+        .len(offsets.len() - 1)
+        .add_buffer(arrow_buffer::Buffer::from_slice_ref(offsets))
+        .add_buffer(arrow_buffer::Buffer::from_slice_ref(values));
+    // SAFETY: deliberately unchecked: these are a bad producer's offsets, and only the
+    // importer (which must refuse them before reading through them) sees the struct.
+    let data = unsafe { data.build_unchecked() };
+    to_ffi(&data).unwrap().0
+}
+
+#[test]
+fn string_offsets_that_decrease_or_start_negative_are_refused_before_any_read() {
+    // Found by the arrow_import fuzz target: arrow-rs sizes the values buffer by the last
+    // offset and its validation then read past a short buffer.
+    for (offsets, expect) in [
+        (&[0, 5, 3][..], "decreasing offsets (5 then 3 at row 1)"),
+        (&[-1, 0, 1][..], "negative offset (-1)"),
+    ] {
+        let array = utf8_ffi(offsets, b"hello");
+        // SAFETY: the buffers are as long as the declared length requires.
+        let err = unsafe { import_host_batch(array, &DataType::Utf8, None, "s") }
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains(expect), "{err}");
+    }
+    let good = utf8_ffi(&[0, 2, 5], b"hello");
+    // SAFETY: as above.
+    let import = unsafe { import_host_batch(good, &DataType::Utf8, None, "s") }.unwrap();
+    assert_eq!(import.batch.num_rows(), 2);
+}
+
+#[test]
+fn a_host_import_shares_the_producers_buffer() {
+    let array = Int32Array::from(vec![1, 2, 3]);
+    let values = values_ptr(&array);
+    let (ffi_array, _schema) = to_ffi(&array.to_data()).unwrap();
+    // SAFETY: an array arrow-rs exported itself.
+    let import = unsafe { import_host_batch(ffi_array, &DataType::Int32, None, "n") }.unwrap();
+    assert!(import.realigned.is_empty());
+    assert_eq!(import.batch.schema().field(0).name(), "n");
+    assert_eq!(values_ptr(import.batch.column(0).as_ref()), values);
+}
+
+#[test]
+fn schemas_missing_the_children_their_format_needs_are_errors_not_panics() {
+    // Found by the arrow_import fuzz target: arrow-rs asserts on a list schema without its
+    // child, which a Python producer could trigger.
+    use arrow_schema::ffi::FFI_ArrowSchema;
+    for (format, expect) in [("+l", "needs 1"), ("+r", "needs 2"), ("+w:3", "needs 1")] {
+        let schema = FFI_ArrowSchema::try_new(format, vec![], None).unwrap();
+        let err = schema_data_type(&schema).unwrap_err().to_string();
+        assert!(err.contains(expect), "{format}: {err}");
+    }
+    let released = FFI_ArrowSchema::empty();
+    assert!(schema_data_type(&released)
+        .unwrap_err()
+        .to_string()
+        .contains("released"));
+    let item = FFI_ArrowSchema::try_new("f", vec![], None).unwrap();
+    let list = FFI_ArrowSchema::try_new("+l", vec![item], None).unwrap();
+    let (data_type, full) = schema_data_type(&list).unwrap();
+    assert!(matches!(data_type, DataType::List(_)));
+    assert!(full.is_none());
+}

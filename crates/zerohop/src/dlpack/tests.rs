@@ -315,6 +315,12 @@ fn malformed_tensors_get_clear_errors_and_are_released() {
         Foreign::new(&[4], Some(&[i64::MAX / 2])),
         "beyond the address space",
     );
+    // Found by the dlpack_import fuzz target: a stride-0 broadcast whose element count fits
+    // but whose byte count does not (nbytes() then overflowed).
+    assert_rejected(
+        Foreign::new(&[1 << 61], Some(&[0])),
+        "more bytes than the address space",
+    );
 
     let mut f = Foreign::new(&[2], Some(&[1]));
     f.managed.dl_tensor.dtype = DLDataType {

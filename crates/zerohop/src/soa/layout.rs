@@ -72,7 +72,8 @@ impl Layout {
                         .checked_mul(item)
                         .and_then(|b| b.checked_next_multiple_of(alignment))
                         .ok_or_else(|| overflow(&spec.name))?;
-                    let data = rows * item * kind.components();
+                    // Never more than `one * components`, whose overflow is checked below.
+                    let data = (rows * item).saturating_mul(kind.components());
                     (one, kind.components(), data)
                 }
             };

@@ -78,6 +78,12 @@ fn schema_and_layout_refuse_bad_input() {
         "size overflow"
     );
     assert!(Layout::new(&schema, 4, 16).is_ok());
+    // Rows × components that overflow only in the unpadded byte count: an error, not a panic.
+    let wide = Schema::builder()
+        .vector("v", DType::U8, usize::MAX / 3)
+        .build()
+        .unwrap();
+    assert!(Layout::new(&wide, 4, 128).is_err(), "component overflow");
 }
 
 fn filled_table(rows: usize) -> SoaTable {

@@ -1,7 +1,8 @@
 """Many threads at once: hand-offs zerohop -> NumPy/torch -> zerohop, tensor maps of one shared
 Table, allocations through one shared zerohop.memory stack, and producers made on one thread
 and dropped on another. A Tracking adaptor under everything proves that every allocation was
-freed exactly once (no leak; a double free would corrupt the pool or trip the tracker)."""
+freed exactly once: no leak, and no double or foreign free (the tracker records and refuses
+those instead of passing them to the pool)."""
 
 import gc
 import queue
@@ -111,6 +112,7 @@ def test_eight_threads_of_hand_offs_through_one_tracked_pool(tracking):
     del table
     gc.collect()
     assert zm.leaks(tracking) == []
+    assert tracking.invalid_frees() == [], "a double or foreign free reached the tracker"
 
 
 def test_allocations_and_frees_race_on_one_shared_stack(tracking):
@@ -153,6 +155,7 @@ def test_allocations_and_frees_race_on_one_shared_stack(tracking):
         handoff.get_nowait()
     gc.collect()
     assert zm.leaks(tracking) == []
+    assert tracking.invalid_frees() == [], "a double or foreign free reached the tracker"
 
 
 def test_numpy_hook_shared_by_threads(tracking):
@@ -175,6 +178,7 @@ def test_numpy_hook_shared_by_threads(tracking):
     assert handoff.empty()
     gc.collect()
     assert zm.leaks(tracking) == []
+    assert tracking.invalid_frees() == [], "a double or foreign free reached the tracker"
 
 
 def test_arrow_from_several_threads(tracking):
@@ -207,3 +211,45 @@ def test_arrow_from_several_threads(tracking):
     del shared
     gc.collect()
     assert zm.leaks(tracking) == []
+    assert tracking.invalid_frees() == [], "a double or foreign free reached the tracker"
+
+
+def test_rust_threads_with_the_gil_released_beside_python_hand_offs(tracking, tmp_path):
+    """read_csv and segment release the GIL and run on Rust's worker threads, allocating from
+    the same tracked pool the Python threads hand tensors through meanwhile; tables die on
+    threads other than the one that made them."""
+    import zerohop.ecg as ecg
+
+    rate = 250.0
+    csv = tmp_path / "ecg.csv"
+    ecg.synthesize(20.0, rate=rate, seed=3, csv=str(csv))
+    expected = np.from_dlpack(ecg.segment(ecg.read_csv(str(csv))["mv"], rate)["beats"]).copy()
+    handoff = queue.Queue()
+
+    def worker(i):
+        for k in range(6):
+            if i % 2 == 0:
+                table = ecg.read_csv(str(csv))  # GIL released, parsed on Rust threads
+                column = table["mv"]
+                result = ecg.segment(column, rate)  # GIL released
+                beats = np.from_dlpack(result["beats"])
+                assert beats.shape == expected.shape and (beats == expected).all()
+                handoff.put((table, column))
+            else:
+                t = zerohop.zeros((1000 + k,), "float32")
+                np.from_dlpack(t)[:] = i
+                handoff.put((t, t))
+            try:
+                other = handoff.get_nowait()
+            except queue.Empty:
+                continue
+            assert address(np.from_dlpack(other[1])) == other[1].data_ptr
+            del other  # maybe another thread's table: freed here
+
+    errors = run_threads(worker)
+    assert errors == []
+    while not handoff.empty():
+        handoff.get_nowait()
+    gc.collect()
+    assert zm.leaks(tracking) == []
+    assert tracking.invalid_frees() == [], "a double or foreign free reached the tracker"

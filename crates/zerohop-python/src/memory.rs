@@ -138,7 +138,29 @@ impl PyResource {
             .collect()
     }
 
-    /// The leak report of a `Tracking` adaptor ("" when nothing is outstanding).
+    /// Frees a `Tracking` adaptor refused (double frees, foreign pointers, wrong sizes), as
+    /// dicts; `allocated_bytes` is None when the pointer was not a live allocation.
+    fn invalid_frees<'py>(&self, py: Python<'py>) -> PyResult<Vec<Bound<'py, PyDict>>> {
+        let Kind::Tracking(t) = &self.kind else {
+            return Err(PyTypeError::new_err(format!(
+                "{} does not track allocations; wrap it in zerohop.memory.Tracking(...)",
+                self.name()
+            )));
+        };
+        t.invalid_frees()
+            .into_iter()
+            .map(|f| {
+                let d = PyDict::new(py);
+                d.set_item("address", f.address)?;
+                d.set_item("bytes", f.bytes)?;
+                d.set_item("allocated_bytes", f.allocated_bytes)?;
+                d.set_item("thread", f.thread)?;
+                Ok(d)
+            })
+            .collect()
+    }
+
+    /// The report of a `Tracking` adaptor: refused frees, then leaks ("" when clean).
     fn report(&self) -> PyResult<String> {
         match &self.kind {
             Kind::Tracking(t) => Ok(t.report()),

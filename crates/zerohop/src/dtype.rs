@@ -197,6 +197,24 @@ impl DType {
         (self.bits as usize * self.lanes as usize).div_ceil(8)
     }
 
+    /// The address alignment one element needs, as C lays it out: the scalar's width (half of
+    /// it for complex numbers, whose parts are separate floats), at most 8 bytes.
+    pub const fn alignment(self) -> usize {
+        let scalar = self.bits as usize / 8;
+        let part = if matches!(self.code, DTypeCode::Complex) {
+            scalar / 2
+        } else {
+            scalar
+        };
+        if part == 0 {
+            1
+        } else if part > 8 {
+            8
+        } else {
+            part
+        }
+    }
+
     /// True for types whose elements fill whole bytes, the only ones strided access supports.
     pub const fn is_byte_addressable(self) -> bool {
         (self.bits as usize * self.lanes as usize).is_multiple_of(8)

@@ -102,6 +102,14 @@ pub fn validate_layout(
             "data pointer is NULL but shape {shape:?} holds {numel} elements"
         )));
     }
+    // Every consumer (NumPy aside) reads elements through typed pointers, for which an
+    // unaligned address is undefined behaviour, so such data is refused rather than shared.
+    if !(data as usize).is_multiple_of(dtype.alignment()) {
+        return Err(Error::InvalidTensor(format!(
+            "data pointer {data:p} is not aligned to the {}-byte alignment {dtype} needs",
+            dtype.alignment()
+        )));
+    }
     let overflow = || {
         Error::InvalidTensor(format!(
             "strides {strides:?} with shape {shape:?} reach beyond the address space"
@@ -661,13 +669,27 @@ mod tests {
         );
         assert!(validate_layout(p, DType::F32, &[i64::MAX, 2], &[1, 1]).is_err());
         assert!(validate_layout(p, DType::F32, &[3], &[i64::MAX / 2]).is_err());
-        let low = std::ptr::without_provenance::<u8>(0x2);
+        let low = std::ptr::without_provenance::<u8>(0x4);
         assert!(
-            validate_layout(low, DType::F32, &[2], &[-1]).is_err(),
+            validate_layout(low, DType::F32, &[2], &[-2]).is_err(),
             "reaches below address 0"
         );
         assert!(validate_layout(p, DType::F32, &[2], &[-1]).is_ok());
         assert!(validate_layout(p, DType::F32, &[2, 2], &[1]).is_err());
+        let odd = p.wrapping_add(1);
+        let err = validate_layout(odd, DType::F32, &[2], &[1]).unwrap_err();
+        assert!(err.to_string().contains("4-byte alignment"), "{err}");
+        assert!(validate_layout(odd, DType::U8, &[2], &[1]).is_ok());
+        assert!(
+            validate_layout(odd, DType::F32, &[0], &[1]).is_ok(),
+            "nothing to read"
+        );
+        let c64 = p.wrapping_add(4);
+        assert!(
+            validate_layout(c64, DType::C64, &[1], &[1]).is_ok(),
+            "two f32 parts"
+        );
+        assert!(validate_layout(c64, DType::C128, &[1], &[1]).is_err());
         let deep = vec![1i64; MAX_NDIM + 1];
         assert!(validate_layout(p, DType::F32, &deep, &deep).is_err());
     }

@@ -32,7 +32,7 @@ pub use pool::{
 pub use registry::{current_resource, reset_current_resource, set_current_resource};
 pub use stats::{size_bucket, Statistics, StatsResource, HISTOGRAM_BUCKETS};
 pub use system::SystemResource;
-pub use tracking::{LiveAllocation, TrackingResource};
+pub use tracking::{InvalidFree, LiveAllocation, TrackingResource};
 
 use crate::device::Device;
 use crate::error::Result;

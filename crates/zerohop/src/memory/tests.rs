@@ -242,6 +242,48 @@ fn tracking_reports_a_planted_leak() {
 }
 
 #[test]
+fn tracking_refuses_double_and_foreign_frees_instead_of_corrupting_the_pool() {
+    let pool = Arc::new(PoolResource::new(
+        system(),
+        PoolConfig {
+            initial: 1 << 20,
+            maximum: None,
+        },
+    ));
+    let tracking = TrackingResource::new(pool, false);
+    let block = Block::new(&tracking, 256, 8, 1);
+    let ptr = block.ptr;
+    block.free(&tracking);
+    // SAFETY: deliberately wrong calls; the tracker must drop them, not pass them on.
+    unsafe {
+        tracking.deallocate(ptr, 256, 8, Stream(0));
+        tracking.deallocate(
+            NonNull::new(std::ptr::without_provenance_mut(0x7000)).unwrap(),
+            64,
+            8,
+            Stream(0),
+        );
+    }
+    let invalid = tracking.invalid_frees();
+    assert_eq!(invalid.len(), 2);
+    assert_eq!(invalid[0].address, ptr.as_ptr() as usize);
+    assert_eq!(invalid[0].allocated_bytes, None);
+    assert!(tracking.report().contains("invalid free of"));
+    // Had the double free reached the pool, these two would share an address.
+    let a = Block::new(&tracking, 256, 8, 2);
+    let b = Block::new(&tracking, 256, 8, 3);
+    assert_ne!(a.ptr, b.ptr);
+    a.free(&tracking);
+    b.free(&tracking);
+    // A wrong size is reported, and the block is freed with its real size.
+    let c = Block::new(&tracking, 512, 8, 4);
+    // SAFETY: a live allocation of this tracker, freed once (with a wrong size on purpose).
+    unsafe { tracking.deallocate(c.ptr, 100, 8, Stream(0)) };
+    assert_eq!(tracking.invalid_frees()[2].allocated_bytes, Some(512));
+    assert!(tracking.outstanding().is_empty());
+}
+
+#[test]
 #[cfg_attr(miri, ignore = "backtrace capture is slow and unsupported under Miri")]
 fn tracking_captures_where_the_leak_was_made() {
     fn plant_leak(tracking: &TrackingResource) -> Block {

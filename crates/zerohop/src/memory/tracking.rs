@@ -22,11 +22,31 @@ pub struct LiveAllocation {
     pub backtrace: Option<String>,
 }
 
+/// A free the tracker refused to pass on: a pointer it never handed out (or already took
+/// back: a double free), or a size that differs from the allocation's.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InvalidFree {
+    pub address: usize,
+    pub bytes: usize,
+    /// The size the allocation really had (None: not a live allocation).
+    pub allocated_bytes: Option<usize>,
+    pub thread: String,
+}
+
 #[derive(Debug)]
 pub struct TrackingResource {
     upstream: Arc<dyn MemoryResource>,
     capture_backtraces: bool,
     live: Mutex<HashMap<usize, LiveAllocation>>,
+    invalid: Mutex<Vec<InvalidFree>>,
+}
+
+fn thread_name() -> String {
+    let thread = std::thread::current();
+    thread
+        .name()
+        .map(str::to_owned)
+        .unwrap_or_else(|| format!("{:?}", thread.id()))
 }
 
 impl TrackingResource {
@@ -35,7 +55,16 @@ impl TrackingResource {
             upstream,
             capture_backtraces,
             live: Mutex::new(HashMap::new()),
+            invalid: Mutex::new(Vec::new()),
         }
+    }
+
+    /// Frees that were refused (double frees, unknown pointers, wrong sizes), in order.
+    pub fn invalid_frees(&self) -> Vec<InvalidFree> {
+        self.invalid
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
     }
 
     fn live(&self) -> std::sync::MutexGuard<'_, HashMap<usize, LiveAllocation>> {
@@ -55,15 +84,34 @@ impl TrackingResource {
         self.live().values().map(|a| a.bytes).sum()
     }
 
-    /// A human-readable leak report (empty string when nothing leaked).
+    /// A human-readable report of leaks and refused frees (empty when there are none).
     pub fn report(&self) -> String {
         let leaks = self.outstanding();
+        let invalid = self.invalid_frees();
+        let mut out = String::new();
+        for bad in &invalid {
+            let _ = match bad.allocated_bytes {
+                None => writeln!(
+                    out,
+                    "invalid free of 0x{:x} ({} bytes, thread {}): not a live allocation \
+                     (a double free or a foreign pointer); not passed on",
+                    bad.address, bad.bytes, bad.thread
+                ),
+                Some(real) => writeln!(
+                    out,
+                    "free of 0x{:x} claimed {} bytes but {real} were allocated (thread {}); \
+                     freed with the real size",
+                    bad.address, bad.bytes, bad.thread
+                ),
+            };
+        }
         if leaks.is_empty() {
-            return String::new();
+            return out;
         }
         let total: usize = leaks.iter().map(|a| a.bytes).sum();
-        let mut out = format!(
-            "{} allocation(s) outstanding, {total} bytes:\n",
+        let _ = writeln!(
+            out,
+            "{} allocation(s) outstanding, {total} bytes:",
             leaks.len()
         );
         for leak in &leaks {
@@ -85,16 +133,12 @@ impl TrackingResource {
 impl MemoryResource for TrackingResource {
     fn allocate(&self, bytes: usize, align: usize, stream: Stream) -> Result<NonNull<u8>> {
         let ptr = self.upstream.allocate(bytes, align, stream)?;
-        let thread = std::thread::current();
         let record = LiveAllocation {
             address: ptr.as_ptr() as usize,
             bytes,
             align,
             stream,
-            thread: thread
-                .name()
-                .map(str::to_owned)
-                .unwrap_or_else(|| format!("{:?}", thread.id())),
+            thread: thread_name(),
             backtrace: self
                 .capture_backtraces
                 .then(|| Backtrace::force_capture().to_string()),
@@ -103,10 +147,40 @@ impl MemoryResource for TrackingResource {
         Ok(ptr)
     }
 
+    /// Frees only what this tracker handed out, once, with its real size and alignment: a
+    /// double free or a foreign pointer is recorded (see `invalid_frees`) and dropped rather
+    /// than passed on to corrupt the pool below.
     unsafe fn deallocate(&self, ptr: NonNull<u8>, bytes: usize, align: usize, stream: Stream) {
-        self.live().remove(&(ptr.as_ptr() as usize));
-        // SAFETY: forwarded under the caller's contract.
-        unsafe { self.upstream.deallocate(ptr, bytes, align, stream) };
+        let address = ptr.as_ptr() as usize;
+        let Some(record) = self.live().remove(&address) else {
+            self.invalid
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .push(InvalidFree {
+                    address,
+                    bytes,
+                    allocated_bytes: None,
+                    thread: thread_name(),
+                });
+            return;
+        };
+        if record.bytes != bytes || record.align != align {
+            self.invalid
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .push(InvalidFree {
+                    address,
+                    bytes,
+                    allocated_bytes: Some(record.bytes),
+                    thread: thread_name(),
+                });
+        }
+        // SAFETY: `ptr` is a live allocation of this tracker, freed once with the size and
+        // alignment it was allocated with.
+        unsafe {
+            self.upstream
+                .deallocate(ptr, record.bytes, record.align, stream)
+        };
     }
 
     fn device(&self) -> Device {

@@ -121,6 +121,37 @@ def test_cuda_array_interface_export_and_stream_values():
     assert not hasattr(t, "__array_interface__")
 
 
+CLOSED_STREAM = """
+import gc, cupy, zerohop
+t = zerohop.zeros((1024,), device="cuda:0")
+s = cupy.cuda.Stream(non_blocking=True)
+handle = s.ptr
+del s
+gc.collect()  # cudaStreamDestroy: `handle` now names no stream
+try:
+    t.__dlpack__(stream=handle)
+    print("outcome: accepted")
+except Exception as e:
+    print("outcome: refused", type(e).__name__, e)
+zerohop.cuda.synchronize()
+print("alive")
+"""
+
+
+def test_a_destroyed_stream_handle_does_not_crash():
+    """cuda-closed-stream in docs/hostile-inputs.md: whatever the driver says about a handle
+    of a destroyed stream reaches Python; the process survives and the device stays usable."""
+    import subprocess
+    import sys
+
+    pytest.importorskip("cupy")
+    result = subprocess.run([sys.executable, "-c", CLOSED_STREAM], capture_output=True,
+                            text=True, timeout=120)
+    print(result.stdout, result.stderr[-2000:])
+    assert result.returncode == 0, result.stderr
+    assert "outcome:" in result.stdout and "alive" in result.stdout
+
+
 def test_device_data_is_not_host_data():
     t = filled(8)
     with pytest.raises(BufferError):

@@ -48,3 +48,27 @@ def filled_zerohop(shape, dtype):
 
 requires_torch = pytest.mark.skipif(torch is None, reason="torch is not installed")
 requires_jax = pytest.mark.skipif(jax is None, reason="jax is not installed")
+
+
+@pytest.fixture
+def tracking():
+    """A Tracking adaptor over a pool as the current host resource for one test."""
+    import zerohop.memory as zm
+
+    tracker = zm.Tracking(zm.Pool(zm.System()))
+    zm.set_current(tracker)
+    try:
+        yield tracker
+    finally:
+        zm.reset_current()
+
+
+def assert_all_freed_once(tracker):
+    """Every block the tracker handed out came back, and no free was a double or foreign one."""
+    import gc
+
+    import zerohop.memory as zm
+
+    gc.collect()
+    assert zm.leaks(tracker) == [], tracker.report()
+    assert tracker.invalid_frees() == [], "a double or foreign free reached the tracker"

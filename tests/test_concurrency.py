@@ -4,7 +4,6 @@ and dropped on another. A Tracking adaptor under everything proves that every al
 freed exactly once: no leak, and no double or foreign free (the tracker records and refuses
 those instead of passing them to the pool)."""
 
-import gc
 import queue
 import threading
 
@@ -13,21 +12,13 @@ import pytest
 
 import zerohop
 import zerohop.memory as zm
-from conftest import address, requires_torch, torch
+from conftest import address, assert_all_freed_once, requires_torch, torch
 
 THREADS = 8
 ROUNDS = 150
 N = 256
 
 
-@pytest.fixture
-def tracking():
-    tracker = zm.Tracking(zm.Pool(zm.System()))
-    zm.set_current(tracker)
-    try:
-        yield tracker
-    finally:
-        zm.reset_current()
 
 
 def run_threads(target, count=THREADS):
@@ -110,9 +101,7 @@ def test_eight_threads_of_hand_offs_through_one_tracked_pool(tracking):
     assert all(q.empty() for q in mailboxes)
     assert zm.leaks(tracking) != [], "the table is still alive, so something is outstanding"
     del table
-    gc.collect()
-    assert zm.leaks(tracking) == []
-    assert tracking.invalid_frees() == [], "a double or foreign free reached the tracker"
+    assert_all_freed_once(tracking)
 
 
 def test_allocations_and_frees_race_on_one_shared_stack(tracking):
@@ -153,9 +142,7 @@ def test_allocations_and_frees_race_on_one_shared_stack(tracking):
     assert errors == []
     while not handoff.empty():
         handoff.get_nowait()
-    gc.collect()
-    assert zm.leaks(tracking) == []
-    assert tracking.invalid_frees() == [], "a double or foreign free reached the tracker"
+    assert_all_freed_once(tracking)
 
 
 def test_numpy_hook_shared_by_threads(tracking):
@@ -176,9 +163,7 @@ def test_numpy_hook_shared_by_threads(tracking):
         errors = run_threads(worker)
     assert errors == []
     assert handoff.empty()
-    gc.collect()
-    assert zm.leaks(tracking) == []
-    assert tracking.invalid_frees() == [], "a double or foreign free reached the tracker"
+    assert_all_freed_once(tracking)
 
 
 def test_arrow_from_several_threads(tracking):
@@ -209,9 +194,7 @@ def test_arrow_from_several_threads(tracking):
     errors = run_threads(worker)
     assert errors == []
     del shared
-    gc.collect()
-    assert zm.leaks(tracking) == []
-    assert tracking.invalid_frees() == [], "a double or foreign free reached the tracker"
+    assert_all_freed_once(tracking)
 
 
 def test_rust_threads_with_the_gil_released_beside_python_hand_offs(tracking, tmp_path):
@@ -250,6 +233,4 @@ def test_rust_threads_with_the_gil_released_beside_python_hand_offs(tracking, tm
     assert errors == []
     while not handoff.empty():
         handoff.get_nowait()
-    gc.collect()
-    assert zm.leaks(tracking) == []
-    assert tracking.invalid_frees() == [], "a double or foreign free reached the tracker"
+    assert_all_freed_once(tracking)

@@ -17,6 +17,7 @@ import zerohop
 import zerohop.cuda
 import zerohop.ecg as ecg
 import zerohop.memory as zm
+from conftest import assert_all_freed_once
 
 DOCS = Path(__file__).resolve().parent.parent / "docs" / "hostile-inputs.md"
 
@@ -144,16 +145,9 @@ INTERFACES = {
 
 
 @pytest.fixture(autouse=True)
-def tracking():
-    tracker = zm.Tracking(zm.Pool(zm.System()))
-    zm.set_current(tracker)
-    try:
-        yield tracker
-        gc.collect()
-        assert zm.leaks(tracker) == [], "a refused input leaked"
-        assert tracker.invalid_frees() == []
-    finally:
-        zm.reset_current()
+def every_case_frees_everything(tracking):
+    yield
+    assert_all_freed_once(tracking)
 
 
 @pytest.mark.parametrize("case", sorted(DLPACK))

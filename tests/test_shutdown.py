@@ -22,14 +22,6 @@ from conftest import address, requires_torch, torch
 pa = pytest.importorskip("pyarrow")
 
 
-@pytest.fixture
-def tracking():
-    tracker = zm.Tracking(zm.Pool(zm.System()))
-    zm.set_current(tracker)
-    try:
-        yield tracker
-    finally:
-        zm.reset_current()
 
 
 def capsule_makers(tensor, table):

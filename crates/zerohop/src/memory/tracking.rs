@@ -59,6 +59,18 @@ impl TrackingResource {
         }
     }
 
+    fn record_invalid(&self, address: usize, bytes: usize, allocated_bytes: Option<usize>) {
+        self.invalid
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(InvalidFree {
+                address,
+                bytes,
+                allocated_bytes,
+                thread: thread_name(),
+            });
+    }
+
     /// Frees that were refused (double frees, unknown pointers, wrong sizes), in order.
     pub fn invalid_frees(&self) -> Vec<InvalidFree> {
         self.invalid
@@ -153,27 +165,11 @@ impl MemoryResource for TrackingResource {
     unsafe fn deallocate(&self, ptr: NonNull<u8>, bytes: usize, align: usize, stream: Stream) {
         let address = ptr.as_ptr() as usize;
         let Some(record) = self.live().remove(&address) else {
-            self.invalid
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .push(InvalidFree {
-                    address,
-                    bytes,
-                    allocated_bytes: None,
-                    thread: thread_name(),
-                });
+            self.record_invalid(address, bytes, None);
             return;
         };
         if record.bytes != bytes || record.align != align {
-            self.invalid
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .push(InvalidFree {
-                    address,
-                    bytes,
-                    allocated_bytes: Some(record.bytes),
-                    thread: thread_name(),
-                });
+            self.record_invalid(address, bytes, Some(record.bytes));
         }
         // SAFETY: `ptr` is a live allocation of this tracker, freed once with the size and
         // alignment it was allocated with.

@@ -42,6 +42,23 @@ def best_fresh_run(script, which, csv, runs=2):
     return best
 
 
+def child_run_args(doc, child, samples=20_000_000):
+    """The arguments of an ECG bench script: `--samples`, `--out`, and the hidden `--child
+    which csv` that best_fresh_run uses. Runs `child(which, csv)` and returns None in a child
+    process; returns the parsed arguments in the parent."""
+    import argparse
+
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
+    parser.add_argument("--samples", type=int, default=samples)
+    parser.add_argument("--out")
+    parser.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        child(*args.child)
+        return None
+    return args
+
+
 def blog_reference_stages(xp, maximum_filter1d, signal, lap):
     """The blog's segmentation in array-library style, for NumPy/SciPy or CuPy/cupyx (`xp`
     and its `maximum_filter1d`): FFT curvature with a 30-tap Ricker wavelet, a 180-sample

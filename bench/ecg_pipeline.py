@@ -8,7 +8,6 @@ memory (max RSS) is its own. Training is excluded: both hand the same beat matri
 Goal (issue 6): ≥ 5× faster than the reference on CPU, with lower peak memory.
 """
 
-import argparse
 import datetime
 import json
 import os
@@ -80,13 +79,10 @@ def measure(which, csv):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--samples", type=int, default=20_000_000)
-    parser.add_argument("--out")
-    parser.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
-    args = parser.parse_args()
-    if args.child:
-        child(*args.child)
+    from benchlib import child_run_args
+
+    args = child_run_args(__doc__, child)
+    if args is None:
         return
     import numpy as np
     import pandas

@@ -11,7 +11,6 @@ device synchronisation. Training is excluded. Goal (issue 6): ≥ 10× faster th
 reference, with lower peak memory.
 """
 
-import argparse
 import datetime
 import json
 import tempfile
@@ -103,13 +102,10 @@ def measure(which, csv):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--samples", type=int, default=20_000_000)
-    parser.add_argument("--out")
-    parser.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
-    args = parser.parse_args()
-    if args.child:
-        child(*args.child)
+    from benchlib import child_run_args
+
+    args = child_run_args(__doc__, child)
+    if args is None:
         return
     import os
 

@@ -14,13 +14,6 @@ use crate::errors::IntoPyResult;
 use crate::owner::PyOwner;
 use crate::tensor::PyTensor;
 
-fn dict_name(flavor: Flavor) -> &'static str {
-    match flavor {
-        Flavor::Host => "__array_interface__",
-        Flavor::Cuda => "__cuda_array_interface__",
-    }
-}
-
 /// The value of `key`, or None when it is absent or None.
 fn optional<'py>(dict: &Bound<'py, PyDict>, key: &str) -> PyResult<Option<Bound<'py, PyAny>>> {
     Ok(dict.get_item(key)?.filter(|v| !v.is_none()))
@@ -35,7 +28,7 @@ fn extract<'py, T: FromPyObjectOwned<'py>>(
     value.extract().map_err(|_| {
         PyValueError::new_err(format!(
             "invalid {} {key}: expected {expected}, got {}",
-            dict_name(flavor),
+            flavor.attribute(),
             value
                 .repr()
                 .map(|r| r.to_string())
@@ -46,7 +39,7 @@ fn extract<'py, T: FromPyObjectOwned<'py>>(
 
 /// Reads the interface dict of `obj` into plain values.
 fn read_fields(obj: &Bound<'_, PyAny>, flavor: Flavor) -> PyResult<InterfaceFields> {
-    let name = dict_name(flavor);
+    let name = flavor.attribute();
     let dict = obj.getattr(name)?;
     let dict = dict
         .cast::<PyDict>()

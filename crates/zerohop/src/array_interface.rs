@@ -18,7 +18,8 @@ pub enum Flavor {
 }
 
 impl Flavor {
-    fn name(self) -> &'static str {
+    /// The attribute that holds the dict.
+    pub fn attribute(self) -> &'static str {
         match self {
             Flavor::Host => "__array_interface__",
             Flavor::Cuda => "__cuda_array_interface__",
@@ -59,7 +60,7 @@ pub struct InterfaceLayout {
 
 fn invalid(flavor: Flavor, key: &str, reason: String) -> Error {
     Error::InvalidArgument {
-        what: format!("{} {key}", flavor.name()),
+        what: format!("{} {key}", flavor.attribute()),
         reason,
     }
 }
@@ -145,7 +146,7 @@ pub fn parse(fields: &InterfaceFields, flavor: Flavor) -> Result<InterfaceLayout
         ));
     }
     let numel = checked_numel(&fields.shape)?;
-    let dtype = dtype_from_typestr(&fields.typestr, flavor.name())?;
+    let dtype = dtype_from_typestr(&fields.typestr, flavor.attribute())?;
     if fields.has_mask {
         return Err(invalid(
             flavor,

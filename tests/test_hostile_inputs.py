@@ -325,3 +325,18 @@ def test_the_docs_page_lists_every_case():
     listed = set(re.findall(r"^\| `([a-z0-9-]+)` \|", text, flags=re.M))
     missing = all_case_ids() - listed
     assert not missing, f"docs/hostile-inputs.md lacks {sorted(missing)}"
+
+
+def test_a_well_formed_array_interface_is_imported_without_a_copy():
+    """Control for the interface table: a sane dict is a view of the producer's memory, kept
+    alive by the view, read-only when the dict says so."""
+    producer = interface(shape=(2, 2), strides=(8, 4), offset=4, data=None)
+    producer.__array_interface__["data"] = (producer.backing.ctypes.data, True)
+    t = zerohop.from_dlpack(producer)
+    assert t.data_ptr == producer.backing.ctypes.data + 4
+    assert np.from_dlpack(t).tolist() == [[1.0, 2.0], [3.0, 4.0]]
+    assert not np.from_dlpack(t).flags.writeable
+    backing = producer.backing
+    del producer
+    gc.collect()
+    assert np.from_dlpack(t)[1, 1] == backing[4]

@@ -187,7 +187,13 @@ fn map_group(table: &SoaTable, group: &Group, options: MapOptions) -> Result<Map
             .map(|&i| table.layout().column(i).offset as i64 / item)
             .collect();
         let d = offsets[1] - offsets[0];
-        (d > 0 && offsets.windows(2).all(|w| w[1] - w[0] == d)).then_some(d)
+        if n == 0 && first.kind != ColumnKind::TableScalar {
+            // No rows, no bytes: every column sits at the same offset, and any stride
+            // describes an empty tensor. Use the one a non-empty table would have had.
+            Some(s.max(1))
+        } else {
+            (d > 0 && offsets.windows(2).all(|w| w[1] - w[0] == d)).then_some(d)
+        }
     };
     // Per-row shape and strides of one column of the group.
     let (inner_shape, inner_strides, row_stride): (Vec<i64>, Vec<i64>, i64) = match first.kind {

@@ -515,3 +515,43 @@ fn copy_to_another_resource_keeps_layout_values_and_row_window() {
         "a copy, not a view"
     );
 }
+
+#[test]
+fn an_empty_table_maps_every_spec_form_like_an_empty_slice() {
+    let map = TensorMap::builder()
+        .tensor("xyz", &["x", "y", "z"])
+        .tensor("pq", &["p", "q"])
+        .tensor("p_only", &["p"])
+        .tensor("cov", &["cov"])
+        .tensor("run", &["run"])
+        .tensor("ids", &["id"])
+        .build()
+        .unwrap();
+    let empty = SoaTable::new(sample_schema(), 0).unwrap();
+    let slice = filled_table(6).slice_rows(2, 2).unwrap();
+    for table in [&empty, &slice] {
+        let tensors = map.apply(table, MapOptions::default()).unwrap();
+        let shapes: Vec<&[i64]> = tensors.iter().map(|m| m.view.shape()).collect();
+        assert_eq!(
+            shapes,
+            [
+                &[0, 3][..],
+                &[0, 2, 3],
+                &[0, 3],
+                &[0, 2, 3],
+                &[0, 1],
+                &[0, 1]
+            ]
+        );
+        assert!(tensors.iter().all(|m| !m.copied && m.view.numel() == 0));
+    }
+    // Materialised scalars of an empty table are an empty copy, not an error.
+    let m = TensorMap::builder()
+        .tensor("run", &["run"])
+        .materialize("run")
+        .build()
+        .unwrap()
+        .apply(&empty, MapOptions::default())
+        .unwrap();
+    assert_eq!(m[0].view.shape(), &[0, 1]);
+}

@@ -133,6 +133,7 @@ impl PyResource {
                 d.set_item("stream", a.stream.0)?;
                 d.set_item("thread", a.thread)?;
                 d.set_item("backtrace", a.backtrace)?;
+                d.set_item("python_stack", a.context)?;
                 Ok(d)
             })
             .collect()
@@ -605,5 +606,6 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
         m.add_function(f)?;
     }
     crate::numpy_hook::register(m)?;
+    crate::python_stack::install();
     Ok(())
 }

@@ -32,7 +32,9 @@ pub use pool::{
 pub use registry::{current_resource, reset_current_resource, set_current_resource};
 pub use stats::{size_bucket, Statistics, StatsResource, HISTOGRAM_BUCKETS};
 pub use system::SystemResource;
-pub use tracking::{InvalidFree, LiveAllocation, TrackingResource};
+pub use tracking::{
+    set_allocation_context, AllocationContext, InvalidFree, LiveAllocation, TrackingResource,
+};
 
 use crate::device::Device;
 use crate::error::Result;

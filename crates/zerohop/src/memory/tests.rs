@@ -297,6 +297,40 @@ fn tracking_captures_where_the_leak_was_made() {
 }
 
 #[test]
+#[cfg_attr(miri, ignore = "backtrace capture is slow and unsupported under Miri")]
+fn tracking_records_the_embedding_programs_context() {
+    fn caller_line() -> Option<String> {
+        Some("pipeline.py:42 in load".into())
+    }
+    // The first source wins process-wide; another test may not have installed one first.
+    assert!(super::set_allocation_context(caller_line));
+    assert!(
+        !super::set_allocation_context(|| None),
+        "second source refused"
+    );
+    let quiet = TrackingResource::new(system(), false);
+    let unrecorded = Block::new(&quiet, 16, 8, 1);
+    assert_eq!(
+        quiet.outstanding()[0].context,
+        None,
+        "off without backtraces"
+    );
+    unrecorded.free(&quiet);
+    let tracking = TrackingResource::new(system(), true);
+    let leaked = Block::new(&tracking, 32, 8, 3);
+    assert_eq!(
+        tracking.outstanding()[0].context.as_deref(),
+        Some("pipeline.py:42 in load")
+    );
+    let report = tracking.report();
+    assert!(
+        report.contains("requested at:\n      pipeline.py:42 in load"),
+        "{report}"
+    );
+    leaked.free(&tracking);
+}
+
+#[test]
 #[cfg_attr(miri, ignore = "file I/O is isolated under Miri")]
 fn log_writes_parseable_csv() {
     let path = std::env::temp_dir().join(format!("zerohop-log-{}.csv", std::process::id()));

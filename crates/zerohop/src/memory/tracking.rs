@@ -4,7 +4,7 @@ use std::backtrace::Backtrace;
 use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::ptr::NonNull;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use super::{MemoryResource, Stream};
 use crate::device::Device;
@@ -20,6 +20,22 @@ pub struct LiveAllocation {
     pub thread: String,
     /// Captured at allocation time when the tracker was built with backtraces on.
     pub backtrace: Option<String>,
+    /// Where the embedding program asked for the memory (the Python lines, for the Python
+    /// package), captured with the backtrace through [`set_allocation_context`].
+    pub context: Option<String>,
+}
+
+/// Describes, at allocation time, where the program above Rust asked for memory; `None` when
+/// it cannot tell (for example a thread that is not running its code).
+pub type AllocationContext = fn() -> Option<String>;
+
+static CONTEXT: OnceLock<AllocationContext> = OnceLock::new();
+
+/// Installs the process-wide context source that trackers with backtraces on record next to
+/// the Rust backtrace; a Rust backtrace alone names the binding layer, not the caller's line.
+/// The first call wins; returns false if a source was already installed.
+pub fn set_allocation_context(source: AllocationContext) -> bool {
+    CONTEXT.set(source).is_ok()
 }
 
 /// A free the tracker refused to pass on: a pointer it never handed out (or already took
@@ -132,7 +148,14 @@ impl TrackingResource {
                 "  0x{:x}: {} bytes (align {}, stream {}, thread {})",
                 leak.address, leak.bytes, leak.align, leak.stream.0, leak.thread
             );
+            if let Some(context) = &leak.context {
+                let _ = writeln!(out, "    requested at:");
+                for line in context.lines() {
+                    let _ = writeln!(out, "      {line}");
+                }
+            }
             if let Some(bt) = &leak.backtrace {
+                let _ = writeln!(out, "    Rust backtrace:");
                 for line in bt.lines() {
                     let _ = writeln!(out, "      {line}");
                 }
@@ -154,6 +177,11 @@ impl MemoryResource for TrackingResource {
             backtrace: self
                 .capture_backtraces
                 .then(|| Backtrace::force_capture().to_string()),
+            context: if self.capture_backtraces {
+                CONTEXT.get().and_then(|source| source())
+            } else {
+                None
+            },
         };
         self.live().insert(record.address, record);
         Ok(ptr)

@@ -233,7 +233,8 @@ def test_polars_to_torch_chain_copies_nothing():
     table = zerohop.from_arrow(df)
     with warnings.catch_warnings():
         warnings.simplefilter("error", zerohop.CopyWarning)
-        x, label, pos = table.tensors(["x", "label", "pos"], "torch")
+        # Arrow memory is read-only and torch ignores that flag: sharing is the caller's call.
+        x, label, pos = table.tensors(["x", "label", "pos"], "torch", share_readonly=True)
     assert x.data_ptr() == values_address(df["x"].to_arrow())
     assert label.data_ptr() == values_address(df["label"].to_arrow())
     assert pos.data_ptr() == values_address(df["pos"].to_arrow().values)
@@ -269,13 +270,14 @@ def test_device_capsules_of_host_tables_say_cpu():
     table.__arrow_c_device_array__(anything=None)  # None-valued keywords are fine
 
 
-def test_requested_schema_must_match():
+def test_requested_schema_is_best_effort():
     table = zerohop.from_arrow(pa.table({"x": [1.0]}))
     same = pa.schema([("x", pa.float64())])
     pa.RecordBatchReader._import_from_c_capsule(table.__arrow_c_stream__(same.__arrow_c_schema__()))
     other = pa.schema([("x", pa.int32())])
-    with pytest.raises(ValueError, match="does not cast"):
-        table.__arrow_c_stream__(other.__arrow_c_schema__())
+    with pytest.warns(zerohop.CopyWarning, match="cast"):
+        cast = pa.RecordBatchReader._import_from_c_capsule(table.__arrow_c_stream__(other.__arrow_c_schema__()))
+    assert cast.read_all()["x"].to_pylist() == [1]
 
 
 def test_capsules_are_used_once_and_unused_ones_are_released():

@@ -67,11 +67,11 @@ def test_numpy_to_jax_through_zerohop_is_one_buffer():
     assert address(y) == address(a)
 
 
-def test_read_only_tensor_is_refused_by_jax_clearly():
-    # JAX asks only for legacy capsules, which cannot carry read-only data (NumPy behaves
-    # the same way). The error names the reason.
-    a = np.arange(4.0)
-    a.flags.writeable = False
-    ro = zerohop.from_dlpack(a)
+def test_read_only_tensor_is_shared_with_jax_and_refused_to_other_legacy_consumers():
+    # JAX asks only for legacy capsules, which cannot carry the read-only mark; JAX arrays are
+    # immutable, so JAX gets the memory. Any other legacy consumer is refused, as NumPy does.
+    ro = zerohop.from_dlpack(zerohop.zeros((4,), "float64"), readonly=True)  # 128-B aligned
+    assert ro.readonly
+    assert address(jnp.from_dlpack(ro)) == ro.data_ptr
     with pytest.raises(BufferError, match="read-only"):
-        jnp.from_dlpack(ro)
+        ro.__dlpack__()

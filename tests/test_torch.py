@@ -95,14 +95,16 @@ def test_negative_strides_never_reach_torch():
     assert torch.equal(copied, torch.arange(6.0).flip(0).to(torch.float64))
 
 
-def test_read_only_export_to_torch_uses_the_versioned_flag():
+def test_read_only_export_uses_the_versioned_flag_and_torch_is_refused():
     a = np.arange(3.0)
     a.flags.writeable = False
     t = zerohop.from_dlpack(a)
     capsule = t.__dlpack__(max_version=(1, 3))
     assert "dltensor_versioned" in repr(capsule)
-    # torch ignores READ_ONLY (documented torch behaviour), but the data is not copied.
-    assert address(torch.from_dlpack(t)) == address(a)
+    # torch ignores READ_ONLY, so it would get writable access: refused, a copy is offered.
+    with pytest.raises(BufferError, match="read-only"):
+        torch.from_dlpack(t)
+    assert address(torch.from_dlpack(t.copy())) != address(a)
 
 
 def test_requires_grad_tensor_is_refused_by_torch_with_its_own_error():

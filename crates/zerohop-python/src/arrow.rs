@@ -101,18 +101,67 @@ fn read_schema(capsule: &Bound<'_, PyAny>) -> PyResult<(DataType, Option<Schema>
     Ok((data_type, full, schema.name().unwrap_or("").to_string()))
 }
 
-/// `requested_schema` is best effort: zerohop does not cast, so it must match what we have.
-pub fn check_requested(requested: Option<&Bound<'_, PyAny>>, ours: &DataType) -> PyResult<()> {
+/// The type a consumer's `requested_schema` asks for (None: no request).
+pub fn requested_type(requested: Option<&Bound<'_, PyAny>>) -> PyResult<Option<DataType>> {
     let Some(requested) = requested.filter(|r| !r.is_none()) else {
-        return Ok(());
+        return Ok(None);
     };
-    let (wanted, _, _) = read_schema(requested)?;
-    if &wanted != ours {
-        return Err(PyValueError::new_err(format!(
-            "requested schema {wanted} differs from the data's {ours}; zerohop does not cast"
-        )));
+    Ok(Some(read_schema(requested)?.0))
+}
+
+/// `requested_schema` is best effort (the Arrow PyCapsule interface): host data is cast to the
+/// requested type where arrow-rs does it without loss (int64 → int32 when every value fits,
+/// string ↔ large string, dictionary encodings, …), which is a copy and reported as one;
+/// anything else is handed over as it is, and the consumer sees the data's own schema.
+pub fn cast_to_requested(
+    py: Python<'_>,
+    requested: Option<&Bound<'_, PyAny>>,
+    array: ArrayRef,
+) -> PyResult<ArrayRef> {
+    let Some(wanted) = requested_type(requested)? else {
+        return Ok(array);
+    };
+    if &wanted == array.data_type() || !arrow_cast::can_cast_types(array.data_type(), &wanted) {
+        return Ok(array);
     }
-    Ok(())
+    // safe: false makes a value that does not fit an error (safe: true would null it).
+    let options = arrow_cast::CastOptions {
+        safe: false,
+        ..Default::default()
+    };
+    match arrow_cast::cast_with_options(&array, &wanted, &options) {
+        Ok(cast) => {
+            crate::errors::warn_copy(
+                py,
+                &format!(
+                    "Arrow data cast from {} to the requested {wanted} (a copy)",
+                    array.data_type()
+                ),
+            )?;
+            Ok(cast)
+        }
+        Err(_) => Ok(array),
+    }
+}
+
+/// [`cast_to_requested`] for a record batch, as the struct array it is exported as.
+pub fn cast_batch_to_requested(
+    py: Python<'_>,
+    requested: Option<&Bound<'_, PyAny>>,
+    batch: RecordBatch,
+) -> PyResult<RecordBatch> {
+    if requested_type(requested)?.is_none() {
+        return Ok(batch);
+    }
+    let whole: ArrayRef = Arc::new(StructArray::from(batch.clone()));
+    let cast = cast_to_requested(py, requested, whole.clone())?;
+    if Arc::ptr_eq(&cast, &whole) {
+        return Ok(batch);
+    }
+    let Some(fields) = cast.as_any().downcast_ref::<StructArray>() else {
+        return Ok(batch);
+    };
+    Ok(RecordBatch::from(fields.clone()))
 }
 
 /// Capsules for a record batch, as one struct array.
@@ -159,11 +208,16 @@ pub fn array_capsules<'py>(
     )
 }
 
+/// A stream of `batches` (at least one), in order: chunks stay chunks.
 pub fn stream_capsule<'py>(
     py: Python<'py>,
-    batch: &RecordBatch,
+    batches: Vec<RecordBatch>,
 ) -> PyResult<Bound<'py, PyCapsule>> {
-    let reader = RecordBatchIterator::new(vec![Ok(batch.clone())], batch.schema());
+    let schema = batches
+        .first()
+        .map(RecordBatch::schema)
+        .ok_or_else(|| PyValueError::new_err("an Arrow stream needs a schema"))?;
+    let reader = RecordBatchIterator::new(batches.into_iter().map(Ok), schema);
     boxed_capsule(py, FFI_ArrowArrayStream::new(Box::new(reader)), STREAM)
 }
 

@@ -17,8 +17,8 @@ use zerohop::soa::{MapOptions, MappedTensor, SoaTable, TensorMap};
 use zerohop::{DeviceKind, TensorView};
 
 use crate::arrow::{
-    array_capsules, batch_capsules, boxed_capsule, check_requested, host_device_capsules,
-    schema_capsule, stream_capsule, Imported, DEVICE_ARRAY, DEVICE_STREAM,
+    array_capsules, batch_capsules, boxed_capsule, cast_batch_to_requested, cast_to_requested,
+    host_device_capsules, schema_capsule, stream_capsule, Imported, DEVICE_ARRAY, DEVICE_STREAM,
 };
 use crate::errors::IntoPyResult;
 use crate::tensor::PyTensor;
@@ -256,18 +256,26 @@ impl Storage {
         requested: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<Bound<'py, PyTuple>> {
         let (batch, _) = self.record_batch(false)?;
-        check_requested(requested, &struct_type(&batch))?;
+        let batch = cast_batch_to_requested(py, requested, batch)?;
         batch_capsules(py, &batch)
     }
 
+    /// The table as a stream; `chunks` (the batches an import arrived in) stay separate.
     pub fn stream_capsule<'py>(
         &self,
         py: Python<'py>,
         requested: Option<&Bound<'py, PyAny>>,
+        chunks: Option<&[RecordBatch]>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let (batch, _) = self.record_batch(false)?;
-        check_requested(requested, &struct_type(&batch))?;
-        Ok(stream_capsule(py, &batch)?.into_any())
+        let batches = match chunks {
+            Some(chunks) if !chunks.is_empty() => chunks.to_vec(),
+            _ => vec![self.record_batch(false)?.0],
+        };
+        let batches = batches
+            .into_iter()
+            .map(|b| cast_batch_to_requested(py, requested, b))
+            .collect::<PyResult<Vec<_>>>()?;
+        Ok(stream_capsule(py, batches)?.into_any())
     }
 
     pub fn device_array_capsules<'py>(
@@ -278,9 +286,7 @@ impl Storage {
         match self {
             Storage::Device { columns, stream } => {
                 let (array, schema) = device_export(columns, true, *stream)?;
-                let data_type = zerohop::arrow::arrow_schema::DataType::try_from(&schema)
-                    .map_err(|e| PyValueError::new_err(e.to_string()))?;
-                check_requested(requested, &data_type)?;
+                // Device data is not cast on the host: the consumer gets its own schema.
                 PyTuple::new(
                     py,
                     [
@@ -291,7 +297,7 @@ impl Storage {
             }
             _ => {
                 let (batch, _) = self.record_batch(false)?;
-                check_requested(requested, &struct_type(&batch))?;
+                let batch = cast_batch_to_requested(py, requested, batch)?;
                 let array = FFI_ArrowArray::new(&StructArray::from(batch.clone()).to_data());
                 host_device_capsules(py, schema_capsule(py, &batch.schema())?.into_any(), array)
             }
@@ -312,6 +318,7 @@ impl Storage {
             }
             _ => {
                 let (batch, _) = self.record_batch(false)?;
+                let batch = cast_batch_to_requested(py, requested, batch)?;
                 let array = FFI_ArrowArray::new(&StructArray::from(batch.clone()).to_data());
                 (
                     struct_type(&batch),
@@ -325,7 +332,6 @@ impl Storage {
                 )
             }
         };
-        check_requested(requested, &data_type)?;
         let stream = FFI_ArrowDeviceArrayStream::single(data_type, array);
         Ok(boxed_capsule(py, stream, DEVICE_STREAM)?.into_any())
     }
@@ -377,10 +383,10 @@ pub fn tensor_device_capsules<'py>(
 ) -> PyResult<Bound<'py, PyTuple>> {
     let view = tensor.view.clone();
     if view.device().is_host_accessible() {
-        let field = tensor_field(&view)?;
         let exported = tensor_to_array(&view, "tensor", false).py()?;
-        check_requested(requested, field.data_type())?;
-        let array = FFI_ArrowArray::new(&exported.array.to_data());
+        let array = cast_to_requested(py, requested, exported.array)?;
+        let field = Field::new("", array.data_type().clone(), false);
+        let array = FFI_ArrowArray::new(&array.to_data());
         return host_device_capsules(
             py,
             crate::arrow::field_schema_capsule(py, &field)?.into_any(),
@@ -388,9 +394,6 @@ pub fn tensor_device_capsules<'py>(
         );
     }
     let (array, schema) = device_export(&[(String::new(), view)], false, tensor.stream())?;
-    let data_type =
-        DataType::try_from(&schema).map_err(|e| PyValueError::new_err(e.to_string()))?;
-    check_requested(requested, &data_type)?;
     PyTuple::new(
         py,
         [
@@ -411,9 +414,9 @@ pub fn tensor_capsules<'py>(
     requested: Option<&Bound<'py, PyAny>>,
 ) -> PyResult<Bound<'py, PyTuple>> {
     let exported = tensor_to_array(&tensor.view, "tensor", false).py()?;
-    let field = Field::new("", exported.array.data_type().clone(), false);
-    check_requested(requested, field.data_type())?;
-    array_capsules(py, &field, &exported.array)
+    let array = cast_to_requested(py, requested, exported.array)?;
+    let field = Field::new("", array.data_type().clone(), false);
+    array_capsules(py, &field, &array)
 }
 
 pub fn tensor_schema_capsule<'py>(
@@ -423,22 +426,27 @@ pub fn tensor_schema_capsule<'py>(
     Ok(crate::arrow::field_schema_capsule(py, &tensor_field(&tensor.view)?)?.into_any())
 }
 
+/// What an import becomes: the table's storage, the columns that were copied, and, when the
+/// data arrived in several chunks (concatenated for tensors only with `copy`), those chunks,
+/// so that a re-export streams them as they came.
+pub struct FromImport {
+    pub storage: Storage,
+    pub copied: Vec<String>,
+    pub chunks: Vec<RecordBatch>,
+}
+
 /// The storage for an import: one batch (or several, concatenated only with `copy`), or
 /// device columns ordered after the producer's event.
-pub fn storage_from_import(
-    py: Python<'_>,
-    imported: Imported,
-    copy: bool,
-) -> PyResult<(Storage, Vec<String>)> {
+pub fn storage_from_import(py: Python<'_>, imported: Imported, copy: bool) -> PyResult<FromImport> {
     match imported {
         Imported::Host {
-            mut batches,
+            batches,
             schema,
             realigned,
         } => {
             let batch = match batches.len() {
                 0 => RecordBatch::new_empty(schema),
-                1 => batches.remove(0),
+                1 => batches[0].clone(),
                 _ if copy => arrow_select::concat::concat_batches(&schema, &batches)
                     .map_err(|e| PyValueError::new_err(format!("concatenating batches: {e}")))?,
                 n => {
@@ -450,10 +458,17 @@ pub fn storage_from_import(
                 }
             };
             let mut copied = realigned;
-            if batches.len() > 1 {
+            let chunks = if batches.len() > 1 {
                 copied.push("(all: chunks concatenated)".into());
-            }
-            Ok((Storage::Arrow(batch), copied))
+                batches
+            } else {
+                Vec::new()
+            };
+            Ok(FromImport {
+                storage: Storage::Arrow(batch),
+                copied,
+                chunks,
+            })
         }
         Imported::Device(import) => {
             // Imports are ordered on the legacy default stream, as DLPack imports are.
@@ -471,13 +486,14 @@ pub fn storage_from_import(
                 )));
             }
             let _ = py;
-            Ok((
-                Storage::Device {
+            Ok(FromImport {
+                storage: Storage::Device {
                     columns: import.columns,
                     stream: legacy.0,
                 },
-                vec![],
-            ))
+                copied: vec![],
+                chunks: vec![],
+            })
         }
     }
 }

@@ -54,3 +54,11 @@ impl<T> IntoPyResult<T> for zerohop::Result<T> {
         self.map_err(to_py)
     }
 }
+
+/// Reports a copy the caller allowed, as a `zerohop.CopyWarning`.
+pub fn warn_copy(py: Python<'_>, what: &str) -> PyResult<()> {
+    let warnings = py.import("warnings")?;
+    let category = py.import("zerohop")?.getattr("CopyWarning")?;
+    warnings.call_method1("warn", (what, category, 2))?;
+    Ok(())
+}

@@ -11,6 +11,7 @@ mod interface;
 mod memory;
 mod numpy_hook;
 mod owner;
+mod python_stack;
 mod table;
 mod tensor;
 
@@ -28,16 +29,25 @@ use crate::tensor::PyTensor;
 /// Asks for a versioned (1.x) capsule first; producers that refuse `max_version` (pyarrow
 /// raises TypeError, others raise other errors) are asked again for a legacy capsule.
 /// `copy=True` returns a compact copy in zerohop memory instead of a view.
+///
+/// Read-only data never becomes writable: a versioned capsule's READ_ONLY flag is kept, and a
+/// legacy capsule (JAX's, for one), which cannot say whether its memory may be written, is
+/// imported read-only, as NumPy does. `readonly=False` is the caller's word that a legacy
+/// producer's memory may be written; it cannot lift a producer's READ_ONLY flag.
 #[pyfunction]
-#[pyo3(signature = (obj, /, *, copy=None))]
-fn from_dlpack(py: Python<'_>, obj: &Bound<'_, PyAny>, copy: Option<bool>) -> PyResult<PyTensor> {
+#[pyo3(signature = (obj, /, *, copy=None, readonly=None))]
+fn from_dlpack(
+    py: Python<'_>,
+    obj: &Bound<'_, PyAny>,
+    copy: Option<bool>,
+    readonly: Option<bool>,
+) -> PyResult<PyTensor> {
     let imported = if let Ok(tensor) = obj.cast::<PyTensor>() {
         let t = tensor.get();
         // Same data, same producing stream.
         PyTensor::with_stream(t.view.clone(), t.is_copied, t.stream())
     } else if obj.is_instance_of::<PyCapsule>() {
-        let import = capsule::consume(obj)?;
-        PyTensor::new(import.view, import.is_copied)
+        from_capsule(obj, readonly)?
     } else if !obj.hasattr(intern!(py, "__dlpack__"))?
         && obj.hasattr(intern!(py, "__cuda_array_interface__"))?
     {
@@ -47,14 +57,45 @@ fn from_dlpack(py: Python<'_>, obj: &Bound<'_, PyAny>, copy: Option<bool>) -> Py
     {
         interface::from_array_interface(obj)?
     } else {
-        let capsule = request_capsule(py, obj)?;
-        let import = capsule::consume(&capsule)?;
-        PyTensor::new(import.view, import.is_copied)
+        from_capsule(&request_capsule(py, obj)?, readonly)?
     };
     if copy == Some(true) {
-        return Ok(PyTensor::new(imported.view.contiguous_copy().py()?, true));
+        let copied = imported.view.private_copy().py()?;
+        let copied = if readonly == Some(true) {
+            copied.into_readonly()
+        } else {
+            copied
+        };
+        return Ok(PyTensor::new(copied, true));
     }
-    Ok(imported)
+    match readonly {
+        Some(false) if imported.view.is_readonly() => Err(PyBufferError::new_err(
+            "readonly=False: the producer marked this memory read-only; copy=True gives a \
+             writable copy",
+        )),
+        Some(true) if !imported.view.is_readonly() => {
+            let stream = imported.stream();
+            Ok(PyTensor::with_stream(
+                imported.view.clone().into_readonly(),
+                imported.is_copied,
+                stream,
+            ))
+        }
+        _ => Ok(imported),
+    }
+}
+
+/// A capsule's tensor, read-only when a legacy capsule leaves it unsaid and the caller did
+/// not vouch for it (`readonly=False`).
+fn from_capsule(capsule: &Bound<'_, PyAny>, readonly: Option<bool>) -> PyResult<PyTensor> {
+    let import = capsule::consume(capsule)?;
+    let legacy = import.version.major == 0;
+    let view = if legacy && readonly != Some(false) {
+        import.view.into_readonly()
+    } else {
+        import.view
+    };
+    Ok(PyTensor::new(view, import.is_copied))
 }
 
 fn request_capsule<'py>(py: Python<'py>, obj: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
@@ -79,7 +120,7 @@ fn request_capsule<'py>(py: Python<'py>, obj: &Bound<'py, PyAny>) -> PyResult<Bo
                 obj.call_method0(dunder)
             };
             legacy.map_err(|legacy_error| {
-                let err = PyBufferError::new_err(format!(
+                let message = format!(
                     "{} could not export through DLPack: asked for a versioned capsule: {}; \
                      asked for a legacy capsule: {}",
                     obj.get_type()
@@ -88,7 +129,15 @@ fn request_capsule<'py>(py: Python<'py>, obj: &Bound<'py, PyAny>) -> PyResult<Bo
                         .unwrap_or_default(),
                     versioned_error,
                     legacy_error
-                ));
+                );
+                // The producer's own exception type (pyarrow's TypeError, say) is what callers
+                // catch; keep it, with both answers in the message.
+                let err = legacy_error
+                    .get_type(py)
+                    .call1((message,))
+                    .ok()
+                    .filter(|e| e.is_instance_of::<pyo3::exceptions::PyBaseException>())
+                    .map_or_else(|| legacy_error.clone_ref(py), PyErr::from_value);
                 err.set_cause(py, Some(legacy_error));
                 err
             })

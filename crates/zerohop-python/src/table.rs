@@ -3,7 +3,7 @@
 use pyo3::exceptions::{PyBufferError, PyKeyError, PyTypeError, PyValueError};
 use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyList, PyString, PyTuple};
+use pyo3::types::{PyDict, PyList, PyString, PyTuple, PyType};
 use zerohop::dlpack::{export_versioned, ExportOptions};
 use zerohop::soa::{
     ColumnKind, ColumnSpec, ComponentOrder, MapOptions, Schema, SoaTable, TensorMap,
@@ -12,7 +12,7 @@ use zerohop::soa::{
 use zerohop::{DType, Device, TensorView};
 
 use crate::arrow_table::Storage;
-use crate::errors::IntoPyResult;
+use crate::errors::{warn_copy, IntoPyResult};
 use crate::tensor::PyTensor;
 
 /// A structure-of-arrays table: every column (table scalar, per-row column, vector[K],
@@ -25,6 +25,9 @@ pub struct PyTable {
     storage: Storage,
     /// For SoA tables on a CUDA device: the stream their data is produced on (1: legacy).
     stream: usize,
+    /// The batches an Arrow import arrived in, when there were several: a re-export streams
+    /// them as they came (the storage holds their concatenation).
+    chunks: Vec<zerohop::arrow::arrow_array::RecordBatch>,
 }
 
 fn parse_order(value: &Bound<'_, PyAny>) -> PyResult<ComponentOrder> {
@@ -112,10 +115,29 @@ fn parse_schema(schema: &Bound<'_, PyAny>) -> PyResult<Schema> {
     Schema::new(columns).py()
 }
 
-/// Accepts "float32", numpy dtypes and torch dtypes.
+/// Accepts "float32", NumPy dtypes and scalar types (`np.float32`, ml_dtypes' `bfloat16`),
+/// and torch dtypes.
 fn dtype_name(dtype: &Bound<'_, PyAny>) -> PyResult<String> {
     if let Ok(s) = dtype.cast::<PyString>() {
         return Ok(s.to_string());
+    }
+    if dtype.is_instance_of::<PyType>() {
+        // A scalar type: NumPy knows its dtype (and says no for types it does not know).
+        let numpy = dtype.py().import("numpy").map_err(|_| {
+            PyTypeError::new_err(format!("dtype {dtype} is a type; name it as a string"))
+        })?;
+        let resolved = numpy
+            .call_method1("dtype", (dtype,))
+            .ok()
+            // NumPy maps any other class to its object dtype, which holds no numbers.
+            .filter(|d| d.getattr("kind").is_ok_and(|k| !k.eq("O").unwrap_or(true)))
+            .ok_or_else(|| {
+                PyTypeError::new_err(format!(
+                    "dtype {dtype} is not a NumPy scalar type; name it as a string \
+                     (\"float32\")"
+                ))
+            })?;
+        return Ok(resolved.getattr("name")?.extract()?);
     }
     let text = dtype.str()?.to_string();
     Ok(text.trim_start_matches("torch.").to_string())
@@ -178,15 +200,40 @@ fn columns_of(value: &Bound<'_, PyAny>) -> PyResult<Vec<String>> {
     value.extract()
 }
 
+/// A mapped tensor handed to `framework`, which must share its memory: a consumer that would
+/// copy (JAX, for addresses it does not take) or that would ignore read-only (torch) gets the
+/// data only as a reported copy, and only when `allow_copy` says so.
+#[allow(clippy::too_many_arguments)]
 fn to_framework<'py>(
     py: Python<'py>,
-    view: TensorView,
-    copied: bool,
+    name: &str,
+    mut view: TensorView,
+    mut copied: bool,
     framework: Option<&str>,
     stream: usize,
+    allow_copy: bool,
+    share_readonly: bool,
 ) -> PyResult<Bound<'py, PyAny>> {
     let dlpack = intern!(py, "from_dlpack");
     let on_cuda = view.device().kind == zerohop::DeviceKind::Cuda;
+    if framework == Some("torch") && view.is_readonly() && !copied && !share_readonly {
+        // torch ignores DLPack's READ_ONLY flag: shared memory would be writable there.
+        if !allow_copy {
+            return Err(PyBufferError::new_err(format!(
+                "tensor {name:?} is read-only (Arrow data always is), and torch ignores \
+                 DLPack's read-only flag, so torch could write to it. Options: copy=True (a \
+                 private, reported copy); share_readonly=True (the same memory, on your word \
+                 that nothing writes to it through torch); or take it through NumPy, JAX or \
+                 zerohop tensors, which keep it read-only"
+            )));
+        }
+        view = view.private_copy().py()?;
+        copied = true;
+        warn_copy(
+            py,
+            &format!("tensor {name:?} is read-only and torch ignores that flag: copied"),
+        )?;
+    }
     let tensor = || {
         let t = if on_cuda {
             PyTensor::with_stream(view.clone(), copied, stream)
@@ -218,13 +265,60 @@ fn to_framework<'py>(
         Some("numpy") => py
             .import(intern!(py, "numpy"))?
             .call_method1(dlpack, (tensor()?,)),
-        Some("jax") => py
-            .import(intern!(py, "jax.numpy"))?
-            .call_method1(dlpack, (tensor()?,)),
+        Some("jax") => {
+            // JAX asks for legacy capsules, which cannot carry the read-only mark; its arrays
+            // are immutable, so it may share read-only memory all the same.
+            let shared = if view.is_readonly() {
+                // SAFETY: the alias goes to jax.numpy.from_dlpack alone, and JAX never writes
+                // to the memory behind an array.
+                let alias = unsafe { view.clone().assume_never_written() };
+                Bound::new(py, PyTensor::new(alias, copied))?
+            } else {
+                tensor()?
+            };
+            let array = py
+                .import(intern!(py, "jax.numpy"))?
+                .call_method1(dlpack, (shared,))?;
+            if view.numel() > 0 && !copied {
+                jax_shares(py, name, &view, &array, allow_copy)?;
+            }
+            Ok(array)
+        }
         Some(other) => Err(PyValueError::new_err(format!(
             "framework {other:?} must be 'torch', 'jax', 'numpy' or None (zerohop tensors)"
         ))),
     }
+}
+
+/// JAX copies what it cannot take in place (on the CPU: addresses that are not 64-byte
+/// aligned) without saying so; compare the address it ended up with.
+fn jax_shares(
+    py: Python<'_>,
+    name: &str,
+    view: &TensorView,
+    array: &Bound<'_, PyAny>,
+    allow_copy: bool,
+) -> PyResult<()> {
+    let address: usize = array
+        .call_method0(intern!(py, "unsafe_buffer_pointer"))?
+        .extract()?;
+    let ours = view.data_ptr() as usize;
+    if address == ours {
+        return Ok(());
+    }
+    let why = format!(
+        "JAX copied tensor {name:?}: it starts at 0x{ours:x} ({} bytes past a 64-byte \
+         boundary), and JAX takes only 64-byte-aligned memory in place",
+        ours % 64
+    );
+    if allow_copy {
+        return warn_copy(py, &why);
+    }
+    Err(PyBufferError::new_err(format!(
+        "{why}. Options: copy=True (a reported copy); a table with alignment >= 64; or, with \
+         alignment equal to the element size, a row count whose columns end on 64-byte \
+         boundaries (a multiple of 16 rows for float32)"
+    )))
 }
 
 /// `{name: array}` or `[(name, array)]`, as (name, array) pairs in order.
@@ -233,13 +327,6 @@ pub fn named_items<'py>(columns: &Bound<'py, PyAny>) -> PyResult<Vec<(String, Bo
         return d.iter().map(|(k, v)| Ok((k.extract()?, v))).collect();
     }
     columns.extract()
-}
-
-fn warn_copy(py: Python<'_>, what: &str) -> PyResult<()> {
-    let warnings = py.import("warnings")?;
-    let category = py.import("zerohop")?.getattr("CopyWarning")?;
-    warnings.call_method1("warn", (what, category, 2))?;
-    Ok(())
 }
 
 /// The resource a table on `device` comes from: the device's current resource, else plain
@@ -273,6 +360,7 @@ impl PyTable {
         PyTable {
             storage,
             stream: zerohop::cuda::LEGACY_STREAM.0,
+            chunks: Vec::new(),
         }
     }
 
@@ -378,11 +466,15 @@ impl PyTable {
 
     /// Zero-copy tensors for `spec`, in spec order: {name: [cols]}, [(name, [cols])] or
     /// [col, …]. `framework` converts them ("torch", "jax", "numpy"; default zerohop
-    /// tensors). `copy=True` allows (and warns about) copies for groups strides cannot
-    /// describe; `materialize` names table-scalar tensors to expand instead of broadcasting.
+    /// tensors). Every result shares the table's memory or is a copy reported by a
+    /// `CopyWarning`, allowed only with `copy=True`: groups strides cannot describe, tensors
+    /// JAX would not take in place (not 64-byte aligned), and read-only tensors for torch,
+    /// which ignores DLPack's read-only flag (`share_readonly=True` shares them anyway, on the
+    /// caller's word that nothing writes through torch). `materialize` names table-scalar
+    /// tensors to expand instead of broadcasting.
     /// `fill` replaces nulls of Arrow columns (a reported copy); without it a column with
     /// nulls is an error, since tensors cannot mark missing values.
-    #[pyo3(signature = (spec, framework=None, *, copy=false, readonly=false, order=None, materialize=None, fill=None))]
+    #[pyo3(signature = (spec, framework=None, *, copy=false, readonly=false, order=None, materialize=None, fill=None, share_readonly=false))]
     #[allow(clippy::too_many_arguments)]
     fn tensors<'py>(
         &self,
@@ -394,6 +486,7 @@ impl PyTable {
         order: Option<Vec<String>>,
         materialize: Option<Vec<String>>,
         fill: Option<f64>,
+        share_readonly: bool,
     ) -> PyResult<Bound<'py, PyList>> {
         let mut builder = TensorMap::builder();
         for (name, cols) in parse_spec(spec)? {
@@ -444,34 +537,49 @@ impl PyTable {
             }
             out.append(to_framework(
                 py,
+                &m.name,
                 m.view,
                 m.copied,
                 framework,
                 self.stream(),
+                copy,
+                share_readonly,
             )?)?;
         }
         Ok(out)
     }
 
     /// One column as a zero-copy tensor (see `Table.tensors` for groups); `fill` replaces
-    /// the nulls of an Arrow column (a reported copy).
-    #[pyo3(signature = (name, framework=None, *, fill=None))]
+    /// the nulls of an Arrow column (a reported copy). `copy=True` allows a reported copy
+    /// where the framework would not share the memory (see `Table.tensors`).
+    #[pyo3(signature = (name, framework=None, *, fill=None, copy=false, share_readonly=false))]
     fn column<'py>(
         &self,
         py: Python<'py>,
         name: &str,
         framework: Option<&str>,
         fill: Option<f64>,
+        copy: bool,
+        share_readonly: bool,
     ) -> PyResult<Bound<'py, PyAny>> {
         let (view, copied) = self.storage.column(name, fill)?;
         if copied {
             warn_copy(py, &format!("column {name:?} was copied to fill its nulls"))?;
         }
-        to_framework(py, view, copied, framework, self.stream())
+        to_framework(
+            py,
+            name,
+            view,
+            copied,
+            framework,
+            self.stream(),
+            copy,
+            share_readonly,
+        )
     }
 
     fn __getitem__<'py>(&self, py: Python<'py>, name: &str) -> PyResult<Bound<'py, PyAny>> {
-        self.column(py, name, None, None)
+        self.column(py, name, None, None, false, false)
     }
 
     /// Rows `start..stop` as a table sharing this one's memory.
@@ -572,7 +680,11 @@ impl PyTable {
     #[pyo3(signature = (data, *, copy=false))]
     fn from_arrow(py: Python<'_>, data: &Bound<'_, PyAny>, copy: bool) -> PyResult<PyTable> {
         let imported = crate::arrow::import(py, data)?;
-        let (storage, copied) = crate::arrow_table::storage_from_import(py, imported, copy)?;
+        let crate::arrow_table::FromImport {
+            storage,
+            copied,
+            chunks,
+        } = crate::arrow_table::storage_from_import(py, imported, copy)?;
         if !copied.is_empty() {
             warn_copy(
                 py,
@@ -582,7 +694,10 @@ impl PyTable {
                 ),
             )?;
         }
-        Ok(PyTable::with_storage(storage))
+        Ok(PyTable {
+            chunks,
+            ..PyTable::with_storage(storage)
+        })
     }
 
     /// A table sharing the memory of `columns` ({name: tensor} or [(name, tensor)], any
@@ -652,6 +767,7 @@ impl PyTable {
         Ok(PyTable {
             storage: Storage::Soa(copied),
             stream,
+            chunks: Vec::new(),
         })
     }
 
@@ -707,7 +823,8 @@ impl PyTable {
         py: Python<'py>,
         requested_schema: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        self.storage.stream_capsule(py, requested_schema)
+        self.storage
+            .stream_capsule(py, requested_schema, Some(&self.chunks))
     }
 
     #[pyo3(signature = (requested_schema=None, **kwargs))]

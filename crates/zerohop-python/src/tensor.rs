@@ -130,6 +130,37 @@ fn honour_stream(tensor: &PyTensor, stream: Option<&Bound<'_, PyAny>>) -> PyResu
     Ok(())
 }
 
+/// Consumers whose handling of read-only data zerohop knows, found by the module of the
+/// Python function that called `__dlpack__`. Looked up only for read-only tensors.
+#[derive(PartialEq)]
+enum KnownConsumer {
+    /// torch.from_dlpack ignores the READ_ONLY flag: it would get writable access.
+    Torch,
+    /// JAX asks for legacy capsules (no flag at all) but never writes: its arrays are
+    /// immutable.
+    Jax,
+    Other,
+}
+
+fn calling_consumer(py: Python<'_>) -> KnownConsumer {
+    let module = || -> PyResult<String> {
+        py.import(intern!(py, "sys"))?
+            .call_method1(intern!(py, "_getframe"), (0,))?
+            .getattr(intern!(py, "f_globals"))?
+            .get_item(intern!(py, "__name__"))?
+            .extract()
+    };
+    let Ok(module) = module() else {
+        return KnownConsumer::Other;
+    };
+    let top = module.split('.').next().unwrap_or("");
+    match top {
+        "torch" => KnownConsumer::Torch,
+        "jax" | "jaxlib" => KnownConsumer::Jax,
+        _ => KnownConsumer::Other,
+    }
+}
+
 #[pymethods]
 impl PyTensor {
     /// Exports through DLPack. zerohop never copies unless `copy=True`.
@@ -143,6 +174,19 @@ impl PyTensor {
         copy: Option<bool>,
     ) -> PyResult<Bound<'py, PyAny>> {
         let device = self.view.device();
+        let consumer = if self.view.is_readonly() && copy != Some(true) {
+            calling_consumer(py)
+        } else {
+            KnownConsumer::Other
+        };
+        if consumer == KnownConsumer::Torch {
+            return Err(PyBufferError::new_err(
+                "this tensor is read-only, and torch.from_dlpack ignores DLPack's read-only \
+                 flag, so torch could write to it: torch.from_dlpack(tensor.copy()) gives \
+                 torch a private copy, and Table.tensors(..., 'torch', share_readonly=True) \
+                 shares a table's memory on the caller's word that torch will not write",
+            ));
+        }
         honour_stream(self, stream.as_ref())?;
         let max_version = int_pair(max_version.as_ref(), "max_version")?;
         let dl_device = int_pair(dl_device.as_ref(), "dl_device")?;
@@ -157,7 +201,7 @@ impl PyTensor {
         }
         let copied;
         let (view, is_copied) = if copy == Some(true) {
-            copied = self.view.contiguous_copy().py()?;
+            copied = self.view.private_copy().py()?;
             (&copied, true)
         } else {
             (&self.view, self.is_copied)
@@ -166,6 +210,11 @@ impl PyTensor {
         if versioned {
             let managed = export_versioned(view, ExportOptions { is_copied }).py()?;
             Ok(capsule::versioned_capsule(py, managed)?.into_any())
+        } else if consumer == KnownConsumer::Jax {
+            // SAFETY: the capsule goes to JAX, which never writes to an array's memory.
+            let alias = unsafe { view.clone().assume_never_written() };
+            let managed = export_legacy(&alias).py()?;
+            Ok(capsule::legacy_capsule(py, managed)?.into_any())
         } else {
             let managed = export_legacy(view).py()?;
             Ok(capsule::legacy_capsule(py, managed)?.into_any())
@@ -305,9 +354,10 @@ impl PyTensor {
         self.view.is_contiguous()
     }
 
-    /// A compact copy in fresh zerohop memory (the only way zerohop copies: when asked).
+    /// A compact copy in fresh zerohop memory (the only way zerohop copies: when asked). The
+    /// copy is the caller's alone, so it is writable even when this tensor is read-only.
     fn copy(&self) -> PyResult<PyTensor> {
-        Ok(PyTensor::new(self.view.contiguous_copy().py()?, true))
+        Ok(PyTensor::new(self.view.private_copy().py()?, true))
     }
 
     /// The Arrow schema of this tensor as a column: (n,) → a primitive, (n, K…) →

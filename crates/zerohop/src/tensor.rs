@@ -293,6 +293,24 @@ impl TensorView {
         self
     }
 
+    /// The same view without the read-only mark, for a consumer that cannot be told about
+    /// the mark but never writes (JAX, whose arrays are immutable, takes only legacy DLPack).
+    ///
+    /// # Safety
+    /// Nothing may write through the returned view or anything exported from it.
+    pub unsafe fn assume_never_written(mut self) -> Self {
+        self.readonly = false;
+        self
+    }
+
+    /// A compact copy in fresh memory that belongs to the caller alone, so it is writable
+    /// whatever this view is (NumPy's `copy()` behaves the same).
+    pub fn private_copy(&self) -> Result<TensorView> {
+        let mut out = self.contiguous_copy()?;
+        out.readonly = false;
+        Ok(out)
+    }
+
     /// Row-major compact, ignoring axes of extent 1 (whose stride is meaningless).
     pub fn is_contiguous(&self) -> bool {
         if self.numel() == 0 {
@@ -703,6 +721,20 @@ mod tests {
         let ro = t.clone().into_readonly();
         // SAFETY: the call must refuse before handing out a slice.
         assert!(unsafe { ro.as_mut_slice::<i32>() }.is_err());
+    }
+
+    #[test]
+    fn a_private_copy_is_writable_and_a_plain_copy_keeps_the_mark() {
+        let ro = iota(&[3]).into_readonly();
+        assert!(ro.contiguous_copy().unwrap().is_readonly());
+        let mine = ro.private_copy().unwrap();
+        assert!(!mine.is_readonly() && mine.data_ptr() != ro.data_ptr());
+        // SAFETY: the copy is private to this test.
+        unsafe { mine.as_mut_slice::<i32>().unwrap()[0] = 9 };
+        assert_eq!(ro.to_vec::<i32>().unwrap(), vec![0, 1, 2]);
+        // SAFETY: nothing writes through the alias; it only reads.
+        let alias = unsafe { ro.clone().assume_never_written() };
+        assert!(!alias.is_readonly() && alias.data_ptr() == ro.data_ptr());
     }
 
     #[test]

@@ -1,15 +1,22 @@
-//! The ECG pipeline of NVIDIA's "ML Frameworks Interoperability, Part 3", on zerohop:
-//! CSV → SoA columns → Ricker-wavelet curvature → local-maxima gates (rising edges) →
-//! segment lengths → pruning → fixed-width beats, every stage writing into zerohop memory.
+//! The ECG pipeline of NVIDIA's "ML Frameworks Interoperability, Part 3", on zerohop, for
+//! real recordings: input (CSV, PhysioNet WFDB) → SoA columns → R-peak detection → one beat
+//! row per R peak, every stage writing into zerohop memory.
 //!
-//! The blog's parameters are for 250 Hz; [`Params::for_rate`] scales every window.
+//! Two detectors: [`Method::Adaptive`] ([`detect`]: adaptive thresholds after Pan & Tompkins,
+//! any rate from 30 to 250 bpm) and [`Method::Blog`] ([`segment`]: the blog's Ricker
+//! curvature, fixed-window local-maxima gates and length pruning, kept for comparison). The
+//! blog's parameters are for 250 Hz; [`Params::for_rate`] scales every window.
 
+pub mod adaptive;
 pub mod csv;
+pub mod detect;
 mod error;
 #[cfg(feature = "cuda")]
 pub mod gpu;
 pub mod segment;
 pub mod synth;
 
+pub use adaptive::segment_with;
+pub use detect::{DetectParams, Method};
 pub use error::{EcgError, Result};
 pub use segment::{Params, Segmentation};

@@ -9,6 +9,7 @@ use std::time::Instant;
 use rayon::prelude::*;
 use zerohop::{Buffer, DType, Element, TensorView, DEFAULT_ALIGNMENT};
 
+use crate::detect::Method;
 use crate::error::{invalid, Result};
 
 /// The blog's parameters are for 250 Hz.
@@ -74,7 +75,7 @@ pub fn ricker(width: usize) -> Vec<f32> {
 }
 
 /// A fresh, zero-filled host tensor of `len` elements of `T` from the current resource.
-fn alloc<T: Element>(len: usize) -> Result<TensorView> {
+pub(crate) fn alloc<T: Element>(len: usize) -> Result<TensorView> {
     Ok(TensorView::zeros(T::DTYPE, &[len as i64])?)
 }
 
@@ -83,7 +84,7 @@ fn alloc<T: Element>(len: usize) -> Result<TensorView> {
 /// # Safety
 /// `view` must be fresh and private to `segment` (no other view of its memory exists).
 #[allow(clippy::mut_from_ref)]
-unsafe fn fill<T: Element>(view: &TensorView) -> Result<&mut [T]> {
+pub(crate) unsafe fn fill<T: Element>(view: &TensorView) -> Result<&mut [T]> {
     // SAFETY: guaranteed by the caller.
     Ok(unsafe { view.as_mut_slice::<T>()? })
 }
@@ -189,18 +190,29 @@ impl RowWriter {
 #[derive(Debug)]
 pub struct Segmentation {
     pub params: Params,
+    pub method: Method,
     /// Smoothed curvature, one value per sample (float32).
     pub curvature: TensorView,
-    /// Gate positions (int64), ascending.
+    /// `adaptive`: the integrated squared slope of the curvature, per sample (float32).
+    pub energy: Option<TensorView>,
+    /// `blog`: gate positions; `adaptive`: candidate positions (energy maxima). int64,
+    /// ascending.
     pub gates: TensorView,
-    /// Distances between consecutive gates (int64), `gates.len() - 1` of them.
+    /// `blog`: distances between consecutive gates; `adaptive`: RR intervals between
+    /// consecutive detected beats. int64, in samples.
     pub lengths: TensorView,
-    /// Start sample of each kept beat (int64).
+    /// Every detected R peak (int64 sample indices, ascending).
+    pub r_peaks: TensorView,
+    /// The R peak of each beat row (int64).
+    pub beat_peaks: TensorView,
+    /// Start sample of each beat row (int64).
     pub beat_starts: TensorView,
-    /// Length of each kept beat (int64).
+    /// Samples of each beat row taken from the signal (int64).
     pub beat_lengths: TensorView,
     /// Beats as rows: (beats, width) float32, left-aligned, zero-padded.
     pub beats: TensorView,
+    /// Detected beats without a row because their window crosses either end of the signal.
+    pub edge_dropped: usize,
     /// (stage, seconds) in order.
     pub timings: Vec<(&'static str, f64)>,
 }
@@ -320,15 +332,34 @@ pub fn segment(signal: &[f32], params: &Params) -> Result<Segmentation> {
             }
         });
     lap("embed", &mut timings);
+    let to_peak = params.gate_to_peak().floor() as i64;
+    let r_peaks = shifted(gates, to_peak)?;
+    let beat_peaks = shifted(starts, to_peak)?;
 
     Ok(Segmentation {
         params: params.clone(),
+        method: Method::Blog,
         curvature: curv_view,
+        energy: None,
         gates: gates_view,
         lengths: lengths_view,
+        r_peaks,
+        beat_peaks,
         beat_starts: starts_view,
         beat_lengths: blen_view,
         beats: beats_view,
+        edge_dropped: 0,
         timings,
     })
+}
+
+/// `values + by` in a fresh int64 tensor: the blog's gates moved to the R peaks they mark.
+pub(crate) fn shifted(values: &[i64], by: i64) -> Result<TensorView> {
+    let view = alloc::<i64>(values.len())?;
+    // SAFETY: allocated just above and still private to this function.
+    let out = unsafe { fill::<i64>(&view)? };
+    for (o, &v) in out.iter_mut().zip(values) {
+        *o = v + by;
+    }
+    Ok(view)
 }

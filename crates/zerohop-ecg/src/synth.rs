@@ -83,6 +83,10 @@ const ECTOPIC: [(f64, f64, f64); 5] = [
     (1.745, -0.35, 0.45),
 ];
 
+/// The shortest interval from a beat to an ectopic beat after it, in seconds: the ventricles
+/// are refractory for about that long even at high rates (the QT interval at 240 bpm).
+const MIN_COUPLING_S: f64 = 0.24;
+
 pub fn generate(options: &SynthOptions) -> Result<Synthetic> {
     let o = options;
     if !(o.rate >= 50.0 && o.seconds > 0.0 && (20.0..=250.0).contains(&o.heart_rate)) {
@@ -118,7 +122,8 @@ pub fn generate(options: &SynthOptions) -> Result<Synthetic> {
         if is_ectopic {
             // The next beat comes early and is followed by a compensatory pause.
             let len = beats.len();
-            beats[len - 1].1 = rr * 0.65;
+            // Premature, but not before the ventricles have recovered from the beat before.
+            beats[len - 1].1 = (rr * 0.65).max(MIN_COUPLING_S);
             compensate = true;
         }
         t += beats.last().expect("just pushed").1;
@@ -134,12 +139,19 @@ pub fn generate(options: &SynthOptions) -> Result<Synthetic> {
     for (k, &(r_time, rr, ectopic)) in beats.iter().enumerate() {
         let waves = if ectopic { &ECTOPIC } else { &NORMAL };
         let prev_rr = if k > 0 { beats[k - 1].1 } else { rr };
+        // Wave timing follows Bazett's rule (intervals scale with √RR, RR in seconds), as
+        // ECGSYN's does: a QRS complex is not four times narrower at 240 bpm than at 60.
+        let (clock, prev_clock) = (rr.sqrt(), prev_rr.sqrt());
         // The beat spans phases (-π, π]: before R it runs on the previous interval's clock.
-        let start = ((r_time - prev_rr / 2.0) * o.rate).floor().max(0.0) as usize;
-        let end = (((r_time + rr / 2.0) * o.rate).ceil() as usize).min(n);
+        let start = ((r_time - prev_clock / 2.0) * o.rate).floor().max(0.0) as usize;
+        let end = (((r_time + clock / 2.0) * o.rate).ceil() as usize).min(n);
         for (i, sample) in signal.iter_mut().enumerate().take(end).skip(start) {
             let dt = i as f64 / o.rate - r_time;
-            let phase = if dt < 0.0 { dt / prev_rr } else { dt / rr } * two_pi;
+            let phase = if dt < 0.0 {
+                dt / prev_clock
+            } else {
+                dt / clock
+            } * two_pi;
             let mut v = 0.0;
             for &(at, amplitude, width) in waves {
                 let d = phase - at;

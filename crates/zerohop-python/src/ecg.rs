@@ -7,9 +7,10 @@ use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use zerohop::DType;
 use zerohop_ecg::csv::{read_csv as read, CsvOptions, EmptyField, NanPolicy};
-use zerohop_ecg::segment::{segment as run_segment, Params};
+use zerohop_ecg::segment::Params;
 use zerohop_ecg::synth::{generate, score as run_score, write_csv, SynthOptions};
 use zerohop_ecg::EcgError;
+use zerohop_ecg::{segment_with, DetectParams, Method};
 
 use crate::table::PyTable;
 use crate::tensor::PyTensor;
@@ -77,55 +78,105 @@ fn read_csv(
     Ok(PyTable::from_table(table))
 }
 
-/// The blog's windows scaled to `rate` Hz, as a dict.
+/// The windows a `method` uses at `rate` Hz, as a dict ("blog": the blog's windows scaled from
+/// 250 Hz; "adaptive": the detector's windows and the beat rows around each R peak).
 #[pyfunction]
-fn params(py: Python<'_>, rate: f64) -> PyResult<Bound<'_, PyDict>> {
+#[pyo3(signature = (rate, method="adaptive"))]
+fn params<'py>(py: Python<'py>, rate: f64, method: &str) -> PyResult<Bound<'py, PyDict>> {
+    let method = Method::parse(method).map_err(to_py)?;
     let p = Params::for_rate(rate).map_err(to_py)?;
     let d = PyDict::new(py);
+    d.set_item("method", method.name())?;
     d.set_item("rate", p.rate)?;
     d.set_item("ricker_width", p.ricker_width)?;
-    d.set_item("window", p.window)?;
-    d.set_item("min_length", p.min_length)?;
-    d.set_item("max_length", p.max_length)?;
-    d.set_item("width", p.width)?;
-    d.set_item("gate_to_peak", p.gate_to_peak())?;
+    match method {
+        Method::Blog => {
+            d.set_item("window", p.window)?;
+            d.set_item("min_length", p.min_length)?;
+            d.set_item("max_length", p.max_length)?;
+            d.set_item("width", p.width)?;
+            d.set_item("gate_to_peak", p.gate_to_peak())?;
+        }
+        Method::Adaptive => {
+            let a = DetectParams::for_rate(rate).map_err(to_py)?;
+            d.set_item("integration", a.integration)?;
+            d.set_item("candidate_window", a.candidate_window)?;
+            d.set_item("refractory", a.refractory)?;
+            d.set_item("t_wave", a.t_wave)?;
+            d.set_item("before", a.before)?;
+            d.set_item("after", a.after)?;
+            d.set_item("width", a.width)?;
+        }
+    }
     Ok(d)
 }
 
-/// Segments a 1-d float32 signal (any DLPack producer; a table's column is a view). Returns
-/// a dict of zerohop tensors (curvature, gates, lengths, beat_starts, beat_lengths, beats)
-/// plus "params" and "timings" [(stage, seconds)]. `device="cuda:N"` runs the CUDA kernels
-/// on `stream` (default the legacy stream; a host signal is copied over once) and returns
-/// device tensors carrying that stream; the results equal the CPU's bit for bit. The GIL is
-/// released while it runs.
+/// The signal as a compact float32 host or device tensor: float32 producers are shared;
+/// float64 and other real inputs (lists, NumPy float64 from WFDB readers) are converted.
+fn signal_tensor<'py>(py: Python<'py>, signal: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+    let zerohop = py.import("zerohop")?;
+    let shared = zerohop.getattr("from_dlpack")?.call1((signal,));
+    if let Ok(t) = &shared {
+        let view = &t.cast::<PyTensor>()?.get().view;
+        if view.dtype() == DType::F32 && view.ndim() == 1 {
+            return shared;
+        }
+        if view.device().kind == zerohop::DeviceKind::Cuda {
+            return Err(PyValueError::new_err(format!(
+                "signal must be 1-d float32 on the device, got {} of shape {:?}",
+                view.dtype(),
+                view.shape()
+            )));
+        }
+    }
+    let converted = py
+        .import("numpy")?
+        .call_method1("asarray", (signal, "float32"))
+        .map_err(|e| PyValueError::new_err(format!("signal must be 1-d real numbers: {e}")))?;
+    let ndim: usize = converted.getattr("ndim")?.extract()?;
+    if ndim != 1 {
+        return Err(PyValueError::new_err(format!(
+            "signal must be 1-d, got shape {}",
+            converted.getattr("shape")?
+        )));
+    }
+    zerohop.getattr("from_dlpack")?.call1((converted,))
+}
+
+/// Segments a 1-d signal (any DLPack producer; a table's column is a view; other real dtypes
+/// and lists are converted to float32) with `method` ("adaptive": R peaks at any rate from 30
+/// to 250 bpm, one beat row per R peak; "blog": the Part 3 blog's gates). Returns a dict of
+/// zerohop tensors — curvature, energy (adaptive), gates (blog: gate positions; adaptive:
+/// candidate positions), lengths (blog: gate to gate; adaptive: RR intervals), r_peaks (every
+/// detected R peak), beat_peaks (the R peak of each row), beat_starts, beat_lengths, beats
+/// (rows) — plus "edge_dropped" (beats whose window crosses an end), "method", "params" and
+/// "timings" [(stage, seconds)]. `device="cuda:N"` runs the CUDA kernels on `stream` (default
+/// the legacy stream; a host signal is copied over once) and returns device tensors carrying
+/// that stream; the results equal the CPU's bit for bit. The GIL is released while it runs.
 #[pyfunction]
-#[pyo3(signature = (signal, rate, *, device="cpu", stream=None))]
+#[pyo3(signature = (signal, rate, *, method="adaptive", device="cpu", stream=None))]
 fn segment<'py>(
     py: Python<'py>,
     signal: &Bound<'py, PyAny>,
     rate: f64,
+    method: &str,
     device: &str,
     stream: Option<usize>,
 ) -> PyResult<Bound<'py, PyDict>> {
-    let tensor = py
-        .import("zerohop")?
-        .getattr("from_dlpack")?
-        .call1((signal,))?;
+    let method = Method::parse(method).map_err(to_py)?;
+    let tensor = signal_tensor(py, signal)?;
     let source = tensor.cast::<PyTensor>()?.get();
     let view = source.view.clone();
-    if view.dtype() != DType::F32 || view.ndim() != 1 {
-        return Err(PyValueError::new_err(format!(
-            "signal must be 1-d float32, got {} of shape {:?}",
-            view.dtype(),
-            view.shape()
-        )));
-    }
     let p = Params::for_rate(rate).map_err(to_py)?;
     let place = zerohop::Device::parse(device).map_err(crate::errors::to_py)?;
     let (seg, stream) = match place.kind {
         zerohop::DeviceKind::Cpu => {
             let values = view.as_slice::<f32>().map_err(crate::errors::to_py)?;
-            (py.detach(|| run_segment(values, &p)).map_err(to_py)?, 0)
+            (
+                py.detach(|| segment_with(values, &p, method))
+                    .map_err(to_py)?,
+                0,
+            )
         }
         zerohop::DeviceKind::Cuda => {
             let stream = stream.unwrap_or(zerohop::cuda::LEGACY_STREAM.0);
@@ -140,7 +191,13 @@ fn segment<'py>(
             }
             let seg = py
                 .detach(|| {
-                    zerohop_ecg::gpu::segment_cuda(&view, &p, place.id, zerohop::Stream(stream))
+                    zerohop_ecg::gpu::segment_cuda_with(
+                        &view,
+                        &p,
+                        method,
+                        place.id,
+                        zerohop::Stream(stream),
+                    )
                 })
                 .map_err(to_py)?;
             (seg, stream)
@@ -152,14 +209,20 @@ fn segment<'py>(
         }
     };
     let out = PyDict::new(py);
-    for (name, v) in [
+    let mut outputs = vec![
         ("curvature", seg.curvature),
         ("gates", seg.gates),
         ("lengths", seg.lengths),
+        ("r_peaks", seg.r_peaks),
+        ("beat_peaks", seg.beat_peaks),
         ("beat_starts", seg.beat_starts),
         ("beat_lengths", seg.beat_lengths),
         ("beats", seg.beats),
-    ] {
+    ];
+    if let Some(energy) = seg.energy {
+        outputs.push(("energy", energy));
+    }
+    for (name, v) in outputs {
         let tensor = if stream == 0 {
             PyTensor::new(v, false)
         } else {
@@ -167,7 +230,9 @@ fn segment<'py>(
         };
         out.set_item(name, tensor)?;
     }
-    out.set_item("params", params(py, rate)?)?;
+    out.set_item("method", method.name())?;
+    out.set_item("edge_dropped", seg.edge_dropped)?;
+    out.set_item("params", params(py, rate, method.name())?)?;
     out.set_item("timings", seg.timings)?;
     Ok(out)
 }

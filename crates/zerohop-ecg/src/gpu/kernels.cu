@@ -138,3 +138,51 @@ extern "C" __global__ void embed(const float* __restrict__ x, const long long* _
     int t = (int)(idx - b * width);
     out[idx] = t < lengths[b] ? x[starts[b] + t] : 0.0f;
 }
+
+// The adaptive detector (detect.rs). slope[i] = (curv[i] - curv[i - 1])^2, slope[0] = 0.
+extern "C" __global__ void squared_slope(const float* __restrict__ curv, long long n,
+                                         float* __restrict__ slope) {
+    long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    float d = i == 0 ? 0.0f : __fsub_rn(curv[i], curv[i - 1]);
+    slope[i] = __fmul_rn(d, d);
+}
+
+// energy[i] = sum of slope[i - w + 1 .. i], oldest first; samples before 0 count as nothing.
+extern "C" __global__ void integrate(const float* __restrict__ slope, int w, long long n,
+                                     float* __restrict__ energy) {
+    long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    float acc = 0.0f;
+    for (long long k = i + 1 - w; k <= i; ++k) {
+        if (k >= 0) acc = __fadd_rn(acc, slope[k]);
+    }
+    energy[i] = acc;
+}
+
+// values[c] = src[idx[c] + shift]: the energy at each candidate.
+extern "C" __global__ void gather_shifted(const float* __restrict__ src,
+                                         const long long* __restrict__ idx, long long count,
+                                         long long shift, float* __restrict__ values) {
+    long long c = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (c >= count) return;
+    values[c] = src[idx[c] + shift];
+}
+
+// peaks[b]: the first largest |curv| in [ends[b] + 1 - w, ends[b]] (clipped to the signal),
+// less the filter delay, never below 0.
+extern "C" __global__ void locate_peaks(const float* __restrict__ curv, long long n,
+                                        const long long* __restrict__ ends, long long count,
+                                        int w, long long delay, long long* __restrict__ peaks) {
+    long long b = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (b >= count) return;
+    long long end = ends[b];
+    long long start = end + 1 - w;
+    if (start < 0) start = 0;
+    if (end > n - 1) end = n - 1;
+    long long best = start;
+    for (long long i = start; i <= end; ++i) {
+        if (fabsf(curv[i]) > fabsf(curv[best])) best = i;
+    }
+    peaks[b] = best > delay ? best - delay : 0;
+}

@@ -19,6 +19,8 @@ use zerohop::{Buffer, DType, Device, DeviceKind, Stream, TensorView};
 use crate::error::{invalid, Result};
 use crate::segment::{ricker, Params, Segmentation};
 
+mod adaptive;
+
 const SOURCE: &str = include_str!("kernels.cu");
 /// Threads per block and elements per thread of the compaction kernels (as in kernels.cu).
 const THREADS: u32 = 256;
@@ -36,6 +38,10 @@ struct Kernels {
     scatter: usize,
     lengths: usize,
     embed: usize,
+    squared_slope: usize,
+    integrate: usize,
+    gather_shifted: usize,
+    locate_peaks: usize,
 }
 
 static LOADED: Mutex<Vec<(i32, Arc<Kernels>)>> = Mutex::new(Vec::new());
@@ -87,6 +93,10 @@ fn kernels(device: i32) -> Result<Arc<Kernels>> {
         scatter: function("scatter_kept")?,
         lengths: function("lengths_and_keep")?,
         embed: function("embed")?,
+        squared_slope: function("squared_slope")?,
+        integrate: function("integrate")?,
+        gather_shifted: function("gather_shifted")?,
+        locate_peaks: function("locate_peaks")?,
     });
     loaded.push((device, k.clone()));
     Ok(k)
@@ -269,13 +279,8 @@ impl Compaction {
     }
 }
 
-/// Runs every stage on `signal` (float32, 1-d, on the host or on `device`) on `stream`.
-pub fn segment_cuda(
-    signal: &TensorView,
-    params: &Params,
-    device: i32,
-    stream: Stream,
-) -> Result<Segmentation> {
+/// Checks the signal's form: compact 1-d float32, on the host or on `cuda:device`.
+fn check_signal(signal: &TensorView, device: i32) -> Result<usize> {
     if signal.dtype() != DType::F32 || signal.ndim() != 1 || !signal.is_contiguous() {
         return Err(invalid(
             "signal",
@@ -287,51 +292,83 @@ pub fn segment_cuda(
             ),
         ));
     }
-    let n = signal.shape()[0] as usize;
-    if n < params.window {
+    let d = signal.device();
+    if d.kind == DeviceKind::Cuda && d != Device::cuda(device) {
         return Err(invalid(
             "signal",
-            format!(
-                "{n} samples is shorter than the {}-sample gate window",
-                params.window
-            ),
+            format!("is on {d}; segmentation runs on cuda:{device}"),
         ));
     }
-    let k = kernels(device)?;
-    let mut timings = Vec::new();
-    let mut clock = Instant::now();
-    let mut lap = |name: &'static str, timings: &mut Vec<(&'static str, f64)>| -> Result<()> {
-        synchronize(device, stream)?;
-        timings.push((name, clock.elapsed().as_secs_f64()));
-        clock = Instant::now();
+    Ok(signal.shape()[0] as usize)
+}
+
+/// Stage timings: each lap waits for the stream, so a stage's time is its own. Until then it
+/// also holds the stage's scratch tensors, which queued kernels may still read.
+struct Laps {
+    device: i32,
+    stream: Stream,
+    clock: Instant,
+    timings: Vec<(&'static str, f64)>,
+    scratch: Vec<TensorView>,
+}
+
+impl Laps {
+    fn new(device: i32, stream: Stream) -> Self {
+        Laps {
+            device,
+            stream,
+            clock: Instant::now(),
+            timings: Vec::new(),
+            scratch: Vec::new(),
+        }
+    }
+    fn lap(&mut self, name: &'static str) -> Result<()> {
+        synchronize(self.device, self.stream)?;
+        self.scratch.clear();
+        self.timings
+            .push((name, self.clock.elapsed().as_secs_f64()));
+        self.clock = Instant::now();
         Ok(())
-    };
+    }
+    /// Keeps `view` alive until the stream has finished with it (the next lap).
+    fn hold(&mut self, view: TensorView) {
+        self.scratch.push(view);
+    }
+}
 
-    let x = match signal.device() {
-        d if d == Device::cuda(device) => signal.clone(),
-        d if d.kind == DeviceKind::Cuda => {
-            return Err(invalid(
-                "signal",
-                format!("is on {d}; segmentation runs on cuda:{device}"),
-            ))
-        }
-        _ => {
-            let x = device_tensor(device, DType::F32, n, stream)?;
-            // SAFETY: `x` holds n floats; the host signal holds n floats and outlives the
-            // copy (`lap` synchronises the stream before returning).
-            unsafe { copy_async(device, x.data_ptr(), signal.data_ptr(), n * 4, stream)? };
-            x
-        }
-    };
-    lap("host→device", &mut timings)?;
+/// The signal on the device: shared when it is there already, else copied over once.
+fn signal_on_device(
+    signal: &TensorView,
+    n: usize,
+    device: i32,
+    stream: Stream,
+) -> Result<TensorView> {
+    if signal.device().kind == DeviceKind::Cuda {
+        return Ok(signal.clone());
+    }
+    let x = device_tensor(device, DType::F32, n, stream)?;
+    // SAFETY: `x` holds n floats; the host signal holds n floats and outlives the copy (the
+    // caller's next lap synchronises the stream before the signal can be dropped).
+    unsafe { copy_async(device, x.data_ptr(), signal.data_ptr(), n * 4, stream)? };
+    Ok(x)
+}
 
-    let taps: Vec<f32> = ricker(params.ricker_width).into_iter().rev().collect();
+/// The Ricker curvature of the `n` samples of `x`, as the CPU computes it.
+fn curvature_on(
+    k: &Kernels,
+    laps: &mut Laps,
+    x: &TensorView,
+    n: usize,
+    ricker_width: usize,
+) -> Result<TensorView> {
+    let (device, stream) = (laps.device, laps.stream);
+    let taps: Vec<f32> = ricker(ricker_width).into_iter().rev().collect();
     let rev = upload(device, &taps, DType::F32, stream)?;
     let curvature = device_tensor(device, DType::F32, n, stream)?;
     let (mut xp, mut rp, mut w, mut nn, mut cp) = (
-        ptr(&x),
+        ptr(x),
         ptr(&rev),
-        params.ricker_width as i32,
+        ricker_width as i32,
         n as i64,
         ptr(&curvature),
     );
@@ -352,24 +389,31 @@ pub fn segment_cuda(
             ],
         )?
     };
-    lap("curvature", &mut timings)?;
+    laps.hold(rev);
+    Ok(curvature)
+}
 
-    let outputs = n + 1 - params.window;
+/// Flags `p` where the maximum of `values[p .. p + window]` is its centre (`local_maxima`).
+fn maxima_on(
+    k: &Kernels,
+    device: i32,
+    values: &TensorView,
+    n: usize,
+    window: usize,
+    stream: Stream,
+) -> Result<(TensorView, usize)> {
+    let outputs = n + 1 - window;
     let flags = device_tensor(device, DType::U8, outputs, stream)?;
-    let shared = (THREADS as usize + params.window - 1) * 4;
-    let (mut cp, mut out_n, mut win, mut fp) = (
-        ptr(&curvature),
-        outputs as i64,
-        params.window as i32,
-        ptr(&flags),
-    );
+    let shared = (THREADS as usize + window - 1) * 4;
+    let (mut cp, mut out_n, mut win, mut fp) =
+        (ptr(values), outputs as i64, window as i32, ptr(&flags));
     let (function, shared) = if shared <= SHARED_LIMIT {
         (k.maxima_shared, shared)
     } else {
         (k.maxima_global, 0)
     };
-    // SAFETY: local_maxima_*(curv: f32*, outputs: i64, window: i32, gates: u8*); the
-    // curvature holds outputs + window - 1 values.
+    // SAFETY: local_maxima_*(curv: f32*, outputs: i64, window: i32, gates: u8*); `values`
+    // holds outputs + window - 1 floats.
     unsafe {
         launch(
             function,
@@ -380,20 +424,120 @@ pub fn segment_cuda(
             &mut [arg(&mut cp), arg(&mut out_n), arg(&mut win), arg(&mut fp)],
         )?
     };
-    lap("gates", &mut timings)?;
+    Ok((flags, outputs))
+}
 
-    let (offsets, total, blocks) =
-        block_offsets(&k, device, ptr(&flags), outputs as i64, 0, stream)?;
-    let gates = device_tensor(device, DType::I64, total, stream)?;
+/// The indices of the rising edges of `m` flags, in order (the plateau fix, compacted).
+fn rising_edge_indices(
+    k: &Kernels,
+    laps: &mut Laps,
+    flags: &TensorView,
+    m: usize,
+) -> Result<(TensorView, usize)> {
+    let (device, stream) = (laps.device, laps.stream);
+    let (offsets, total, blocks) = block_offsets(k, device, ptr(flags), m as i64, 0, stream)?;
+    let indices = device_tensor(device, DType::I64, total, stream)?;
     let compaction = Compaction {
-        flags: ptr(&flags),
-        m: outputs as i64,
+        flags: ptr(flags),
+        m: m as i64,
         offsets: ptr(&offsets),
         blocks,
     };
-    // SAFETY: `gates` holds the `total` indices the offsets were counted for.
-    unsafe { compaction.scatter(&k, stream, 0, (0, 0), (ptr(&gates), 0))? };
-    lap("indices", &mut timings)?;
+    // SAFETY: `indices` holds the `total` indices the offsets were counted for.
+    unsafe { compaction.scatter(k, stream, 0, (0, 0), (ptr(&indices), 0))? };
+    laps.hold(offsets);
+    Ok((indices, total))
+}
+
+/// Beat rows: `x[starts[b] + t]` for `t < lengths[b]`, zeros to `width`, for `count` rows.
+fn embed_on(
+    k: &Kernels,
+    device: i32,
+    x: &TensorView,
+    (starts, lengths): (&TensorView, &TensorView),
+    count: usize,
+    width: usize,
+    stream: Stream,
+) -> Result<TensorView> {
+    let beats_flat = device_tensor(device, DType::F32, count * width, stream)?;
+    let (mut xp, mut sp, mut lp, mut bn, mut wd, mut op) = (
+        ptr(x),
+        ptr(starts),
+        ptr(lengths),
+        count as i64,
+        width as i32,
+        ptr(&beats_flat),
+    );
+    // SAFETY: embed(x: f32*, starts, lengths: i64* of count, count, width, out: f32* of
+    // count * width); the callers keep every start + length inside the signal.
+    unsafe {
+        launch(
+            k.embed,
+            ((count * width) as u64).div_ceil(THREADS as u64),
+            THREADS,
+            0,
+            stream,
+            &mut [
+                arg(&mut xp),
+                arg(&mut sp),
+                arg(&mut lp),
+                arg(&mut bn),
+                arg(&mut wd),
+                arg(&mut op),
+            ],
+        )?
+    };
+    reshape(beats_flat, &[count as i64, width as i64])
+}
+
+/// Runs `method` on `signal` (float32, 1-d, on the host or on `device`) on `stream`.
+pub fn segment_cuda_with(
+    signal: &TensorView,
+    params: &Params,
+    method: crate::detect::Method,
+    device: i32,
+    stream: Stream,
+) -> Result<Segmentation> {
+    if signal.device().is_host_accessible() && signal.dtype() == DType::F32 {
+        crate::adaptive::check_finite(signal.as_slice::<f32>()?)?;
+    }
+    match method {
+        crate::detect::Method::Blog => segment_cuda(signal, params, device, stream),
+        crate::detect::Method::Adaptive => {
+            adaptive::segment_adaptive_cuda(signal, params, device, stream)
+        }
+    }
+}
+
+/// Runs every stage of the blog's method on `signal` (float32, 1-d, on the host or on
+/// `device`) on `stream`.
+pub fn segment_cuda(
+    signal: &TensorView,
+    params: &Params,
+    device: i32,
+    stream: Stream,
+) -> Result<Segmentation> {
+    let n = check_signal(signal, device)?;
+    if n < params.window {
+        return Err(invalid(
+            "signal",
+            format!(
+                "{n} samples is shorter than the {}-sample gate window",
+                params.window
+            ),
+        ));
+    }
+    let k = kernels(device)?;
+    let mut laps = Laps::new(device, stream);
+    let x = signal_on_device(signal, n, device, stream)?;
+    laps.lap("host→device")?;
+    let curvature = curvature_on(&k, &mut laps, &x, n, params.ricker_width)?;
+    laps.lap("curvature")?;
+    let (flags, outputs) = maxima_on(&k, device, &curvature, n, params.window, stream)?;
+    laps.lap("gates")?;
+    let (gates, total) = rising_edge_indices(&k, &mut laps, &flags, outputs)?;
+    laps.hold(flags);
+    laps.lap("indices")?;
 
     let count = total.saturating_sub(1);
     let lengths = device_tensor(device, DType::I64, count, stream)?;
@@ -445,49 +589,42 @@ pub fn segment_cuda(
             (ptr(&beat_starts), ptr(&beat_lengths)),
         )?
     };
-    lap("prune", &mut timings)?;
+    laps.lap("prune")?;
 
-    let width = params.width;
-    let beats_flat = device_tensor(device, DType::F32, beats_n * width, stream)?;
-    let (mut xp, mut sp, mut lp, mut bn, mut wd, mut op) = (
-        ptr(&x),
-        ptr(&beat_starts),
-        ptr(&beat_lengths),
-        beats_n as i64,
-        width as i32,
-        ptr(&beats_flat),
-    );
-    // SAFETY: embed(x: f32* of n, starts, lengths: i64* of beats_n, beats_n, width,
-    // out: f32* of beats_n * width); every start + length ≤ n (a segment ends at a gate).
-    unsafe {
-        launch(
-            k.embed,
-            ((beats_n * width) as u64).div_ceil(THREADS as u64),
-            THREADS,
-            0,
-            stream,
-            &mut [
-                arg(&mut xp),
-                arg(&mut sp),
-                arg(&mut lp),
-                arg(&mut bn),
-                arg(&mut wd),
-                arg(&mut op),
-            ],
-        )?
+    let beats = embed_on(
+        &k,
+        device,
+        &x,
+        (&beat_starts, &beat_lengths),
+        beats_n,
+        params.width,
+        stream,
+    )?;
+    laps.lap("embed")?;
+    // The R peaks the gates mark: small arrays, shifted on the host.
+    let to_peak = params.gate_to_peak().floor() as i64;
+    let shift = |view: &TensorView, len: usize| -> Result<TensorView> {
+        let mut values: Vec<i64> = download(device, ptr(view), len, stream)?;
+        values.iter_mut().for_each(|v| *v += to_peak);
+        upload(device, &values, DType::I64, stream)
     };
-    lap("embed", &mut timings)?;
-    let beats = reshape(beats_flat, &[beats_n as i64, width as i64])?;
+    let r_peaks = shift(&gates, total)?;
+    let beat_peaks = shift(&beat_starts, beats_n)?;
 
     Ok(Segmentation {
         params: params.clone(),
+        method: crate::detect::Method::Blog,
         curvature,
+        energy: None,
         gates,
         lengths,
+        r_peaks,
+        beat_peaks,
         beat_starts,
         beat_lengths,
         beats,
-        timings,
+        edge_dropped: 0,
+        timings: laps.timings,
     })
 }
 

@@ -1,0 +1,248 @@
+//! The adaptive segmentation on the CPU: the stages of [`crate::detect`], then one row per
+//! detected beat, cut at a fixed time around its R peak (0.25 s before to 0.45 s after),
+//! every output in zerohop memory from the current resource.
+
+use std::time::Instant;
+
+use rayon::prelude::*;
+use zerohop::{Buffer, DType, TensorView, DEFAULT_ALIGNMENT};
+
+use crate::detect::{self, DetectParams, Method};
+use crate::error::{invalid, Result};
+use crate::segment::{alloc, curvature, fill, ricker, Params, Segmentation};
+
+/// Runs every stage of the adaptive detector on `signal`.
+pub fn segment_adaptive(signal: &[f32], params: &Params) -> Result<Segmentation> {
+    let p = DetectParams::for_rate(params.rate)?;
+    if signal.len() < p.before + p.after {
+        return Err(invalid(
+            "signal",
+            format!(
+                "{} samples is shorter than one beat window ({} samples, 0.7 s at {} Hz)",
+                signal.len(),
+                p.before + p.after,
+                p.rate
+            ),
+        ));
+    }
+    let mut timings = Vec::new();
+    let mut clock = Instant::now();
+    let mut lap = |name: &'static str, timings: &mut Vec<(&'static str, f64)>| {
+        timings.push((name, clock.elapsed().as_secs_f64()));
+        clock = Instant::now();
+    };
+
+    let curv_view = alloc::<f32>(signal.len())?;
+    // SAFETY: allocated just above and still private to this function.
+    let curv = unsafe { fill::<f32>(&curv_view)? };
+    curvature(signal, &ricker(p.ricker_width), curv);
+    lap("curvature", &mut timings);
+
+    let energy_view = alloc::<f32>(signal.len())?;
+    // SAFETY: allocated just above and still private to this function.
+    let energy = unsafe { fill::<f32>(&energy_view)? };
+    let mut slope = vec![0f32; signal.len()];
+    detect::squared_slope(curv, &mut slope);
+    detect::integrate(&slope, p.integration, energy);
+    lap("energy", &mut timings);
+
+    let cands = detect::candidates(energy, &p);
+    let positions: Vec<i64> = cands.iter().map(|c| c.0 as i64).collect();
+    lap("candidates", &mut timings);
+
+    let beats = detect::decide(&cands, &p);
+    let ends: Vec<usize> = beats.iter().map(|&k| cands[k].0).collect();
+    let peaks = detect::locate_peaks(curv, &ends, &p);
+    lap("decide", &mut timings);
+
+    let rows = embed_around(signal, &peaks, &p)?;
+    lap("embed", &mut timings);
+
+    let rr: Vec<i64> = peaks.windows(2).map(|w| w[1] - w[0]).collect();
+    Ok(Segmentation {
+        params: params.clone(),
+        method: Method::Adaptive,
+        curvature: curv_view,
+        energy: Some(energy_view),
+        gates: tensor_of(&positions)?,
+        lengths: tensor_of(&rr)?,
+        r_peaks: tensor_of(&peaks)?,
+        beat_peaks: rows.peaks,
+        beat_starts: rows.starts,
+        beat_lengths: rows.lengths,
+        beats: rows.beats,
+        edge_dropped: rows.dropped,
+        timings,
+    })
+}
+
+/// Beat rows around R peaks, and what they were cut from.
+pub struct Rows {
+    pub peaks: TensorView,
+    pub starts: TensorView,
+    pub lengths: TensorView,
+    pub beats: TensorView,
+    /// Peaks whose window crosses an end of the signal (no row).
+    pub dropped: usize,
+}
+
+/// The R peaks whose whole window lies inside a signal of `len` samples.
+pub fn rows_inside(peaks: &[i64], len: usize, p: &DetectParams) -> Vec<i64> {
+    peaks
+        .iter()
+        .copied()
+        .filter(|&r| r >= p.before as i64 && r as u64 + p.after as u64 <= len as u64)
+        .collect()
+}
+
+/// One row per peak: `signal[r - before .. r + after]`, then zeros to the row width.
+pub fn embed_around(signal: &[f32], peaks: &[i64], p: &DetectParams) -> Result<Rows> {
+    let kept = rows_inside(peaks, signal.len(), p);
+    let span = p.before + p.after;
+    let starts: Vec<i64> = kept.iter().map(|&r| r - p.before as i64).collect();
+    let width = p.width;
+    let resource = zerohop::memory::current_resource(zerohop::Device::CPU)
+        .expect("the host always has a resource");
+    // Not zero-filled: every element of every row is written below.
+    let buffer = Buffer::allocate(
+        resource,
+        kept.len() * width * 4,
+        DEFAULT_ALIGNMENT,
+        zerohop::Stream::HOST,
+    )?;
+    let beats = TensorView::from_buffer(buffer, DType::F32, &[kept.len() as i64, width as i64])?;
+    if !kept.is_empty() {
+        // SAFETY: the tensor was allocated just above, holds kept.len() * width f32 and is
+        // still private to this function.
+        let out = unsafe { beats.as_mut_slice::<f32>()? };
+        out.par_chunks_mut(width)
+            .zip(starts.par_iter())
+            .for_each(|(row, &start)| {
+                let s = start as usize;
+                row[..span].copy_from_slice(&signal[s..s + span]);
+                row[span..].fill(0.0);
+            });
+    }
+    Ok(Rows {
+        peaks: tensor_of(&kept)?,
+        starts: tensor_of(&starts)?,
+        lengths: tensor_of(&vec![span as i64; kept.len()])?,
+        beats,
+        dropped: peaks.len() - kept.len(),
+    })
+}
+
+fn tensor_of(values: &[i64]) -> Result<TensorView> {
+    let view = alloc::<i64>(values.len())?;
+    // SAFETY: allocated just above and still private to this function.
+    unsafe { fill::<i64>(&view)? }.copy_from_slice(values);
+    Ok(view)
+}
+
+/// Refuses a signal with NaN or infinite samples, naming the first.
+pub fn check_finite(signal: &[f32]) -> Result<()> {
+    match signal.par_iter().position_first(|v| !v.is_finite()) {
+        None => Ok(()),
+        Some(at) => {
+            let count = signal.par_iter().filter(|v| !v.is_finite()).count();
+            Err(invalid(
+                "signal",
+                format!(
+                    "{count} sample(s) are NaN or infinite, the first at sample {at}; fill or \
+                     drop them first"
+                ),
+            ))
+        }
+    }
+}
+
+/// Runs `method` on `signal`, which must hold numbers only: one NaN would spread through the
+/// filters and cost the beats around it without a word.
+pub fn segment_with(signal: &[f32], params: &Params, method: Method) -> Result<Segmentation> {
+    check_finite(signal)?;
+    match method {
+        Method::Adaptive => segment_adaptive(signal, params),
+        Method::Blog => crate::segment::segment(signal, params),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::synth::{generate, score, SynthOptions};
+
+    #[test]
+    fn every_inside_beat_becomes_a_row_around_its_peak() {
+        let p = DetectParams::for_rate(250.0).unwrap();
+        let signal: Vec<f32> = (0..1000).map(|i| i as f32).collect();
+        let rows = embed_around(&signal, &[10, 300, 700, 900], &p).unwrap();
+        assert_eq!(rows.dropped, 2, "10 starts before 0, 900 ends after 1000");
+        assert_eq!(rows.peaks.to_vec::<i64>().unwrap(), [300, 700]);
+        let beats = rows.beats.to_vec::<f32>().unwrap();
+        assert_eq!(beats[0], (300 - p.before) as f32);
+        assert_eq!(
+            beats[p.before], 300.0,
+            "the R peak sits `before` into the row"
+        );
+        assert_eq!(beats[p.before + p.after - 1], (300 + p.after - 1) as f32);
+        assert!(beats[p.before + p.after..p.width].iter().all(|&v| v == 0.0));
+    }
+
+    #[test]
+    fn non_finite_samples_are_refused_with_their_place() {
+        let params = Params::for_rate(250.0).unwrap();
+        let mut signal = vec![0.5f32; 1000];
+        signal[700] = f32::NAN;
+        signal[800] = f32::INFINITY;
+        for method in [Method::Adaptive, Method::Blog] {
+            let err = segment_with(&signal, &params, method).unwrap_err();
+            assert!(err.to_string().contains("2 sample(s)"), "{err}");
+            assert!(err.to_string().contains("first at sample 700"), "{err}");
+        }
+    }
+
+    #[test]
+    fn a_signal_shorter_than_a_beat_window_is_refused_by_name() {
+        let params = Params::for_rate(360.0).unwrap();
+        let err = segment_adaptive(&[0.0; 100], &params).unwrap_err();
+        assert!(
+            err.to_string().contains("shorter than one beat window"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn synthetic_rhythms_from_30_to_240_bpm_are_found() {
+        for bpm in [30.0, 60.0, 120.0, 180.0, 240.0] {
+            let rate = 360.0;
+            let synth = generate(&SynthOptions {
+                rate,
+                seconds: 120.0,
+                heart_rate: bpm,
+                ectopic: 0.1,
+                noise_mv: 0.05,
+                ..Default::default()
+            })
+            .unwrap();
+            let seg = segment_adaptive(&synth.signal, &Params::for_rate(rate).unwrap()).unwrap();
+            let found: Vec<f64> = seg
+                .r_peaks
+                .to_vec::<i64>()
+                .unwrap()
+                .iter()
+                .map(|&r| r as f64)
+                .collect();
+            let acc = score(
+                &found,
+                &synth.r_peaks,
+                0.15 * rate,
+                (5.0 * rate) as usize,
+                synth.signal.len(),
+            );
+            assert!(
+                acc.sensitivity() >= 0.995 && acc.positive_predictive_value() >= 0.995,
+                "{bpm} bpm: {acc:?}"
+            );
+        }
+    }
+}

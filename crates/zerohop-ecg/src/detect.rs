@@ -1,0 +1,478 @@
+//! R-peak detection that holds from 30 to 250 bpm (the `adaptive` method), after Pan &
+//! Tompkins, "A Real-Time QRS Detection Algorithm" (IEEE TBME 32(3), 1985):
+//!
+//! 1. band-pass: the Ricker-wavelet curvature of the Part 3 pipeline (a zero-mean filter whose
+//!    pass band, about 5–20 Hz at the blog's width, is the QRS complex's);
+//! 2. energy: the squared slope of the curvature summed over a 150 ms window (Pan–Tompkins'
+//!    derivative, squaring and moving-window integration), blind to the QRS polarity;
+//! 3. candidates: energy maxima at least 100 ms from a larger one (a QRS complex has one);
+//! 4. the decision, in order: two running levels, signal (SPK) and noise (NPK), and a
+//!    threshold a quarter of the way from one to the other; a refractory period (200 ms, less
+//!    at rates where beats come closer); T-wave rejection (a candidate soon after a beat with
+//!    under a quarter of its energy, i.e. under half its slope); search-back with half the
+//!    threshold when no beat came for 150 % of the average RR interval (Hamilton & Tompkins,
+//!    IEEE TBME 33(12), 1986);
+//! 5. the R peak: the largest |curvature| in the integration window, less the filter delay.
+//!
+//! Steps 1–3 are data parallel (rayon here, CUDA kernels in `gpu`); step 4 reads only the
+//! candidates (a few per beat), so both back ends share it and agree bit for bit.
+
+use rayon::prelude::*;
+
+use crate::error::{invalid, Result};
+use crate::segment::{local_maxima, rising_edges, REFERENCE_RATE};
+
+/// Which detector a segmentation runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Method {
+    /// Adaptive thresholds (this module): every rate from 30 to 250 bpm.
+    Adaptive,
+    /// The blog's fixed-window local maxima, kept for comparison and benchmarks.
+    Blog,
+}
+
+impl Method {
+    pub fn parse(name: &str) -> Result<Method> {
+        match name {
+            "adaptive" => Ok(Method::Adaptive),
+            "blog" => Ok(Method::Blog),
+            other => Err(invalid(
+                "method",
+                format!("{other:?} must be 'adaptive' or 'blog'"),
+            )),
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Method::Adaptive => "adaptive",
+            Method::Blog => "blog",
+        }
+    }
+}
+
+/// Windows of the adaptive detector and of the beat rows, in samples at `rate`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct DetectParams {
+    pub rate: f64,
+    /// Ricker taps (the blog's 30 at 250 Hz).
+    pub ricker_width: usize,
+    /// Energy integration window (150 ms).
+    pub integration: usize,
+    /// Candidate window: a candidate is the largest energy within it (about ±100 ms).
+    pub candidate_window: usize,
+    /// Longest refractory period (200 ms).
+    pub refractory: usize,
+    /// Window after a beat in which a weak candidate is taken for a T wave (360 ms).
+    pub t_wave: usize,
+    /// Learning period for the initial levels (2 s).
+    pub learning: usize,
+    /// Beat rows: samples before and after the R peak (0.25 s and 0.45 s), and the row width
+    /// (the next power of two, zero-padded; the VAE halves it three times).
+    pub before: usize,
+    pub after: usize,
+    pub width: usize,
+}
+
+impl DetectParams {
+    pub fn for_rate(rate: f64) -> Result<Self> {
+        if !(rate.is_finite() && (50.0..=100_000.0).contains(&rate)) {
+            return Err(invalid(
+                "sampling rate",
+                format!("{rate} Hz is outside 50..100000 Hz"),
+            ));
+        }
+        let seconds = |s: f64| ((s * rate).round() as usize).max(1);
+        let half_candidate = seconds(0.1);
+        let before = seconds(0.25);
+        let after = seconds(0.45);
+        Ok(DetectParams {
+            rate,
+            ricker_width: ((30.0 * rate / REFERENCE_RATE).round() as usize).max(3),
+            integration: seconds(0.15),
+            candidate_window: 2 * half_candidate + 1,
+            refractory: seconds(0.2),
+            t_wave: seconds(0.36),
+            learning: seconds(2.0),
+            before,
+            after,
+            width: (before + after).next_power_of_two().max(8),
+        })
+    }
+
+    /// Samples from a candidate gate (the start of its window) to the energy maximum.
+    pub fn gate_to_candidate(&self) -> usize {
+        self.candidate_window.div_ceil(2)
+    }
+
+    /// The causal Ricker filter's delay: a feature at sample i peaks in the curvature here.
+    pub fn curvature_delay(&self) -> usize {
+        (self.ricker_width - 1) / 2
+    }
+}
+
+/// Squared curvature slopes (`slope[0] = 0`), each product rounded on its own so the CUDA
+/// kernel reproduces it.
+pub fn squared_slope(curv: &[f32], out: &mut [f32]) {
+    assert_eq!(curv.len(), out.len());
+    out.par_chunks_mut(1 << 14)
+        .enumerate()
+        .for_each(|(c, chunk)| {
+            let base = c << 14;
+            for (k, o) in chunk.iter_mut().enumerate() {
+                let i = base + k;
+                let d = if i == 0 { 0.0 } else { curv[i] - curv[i - 1] };
+                *o = d * d;
+            }
+        });
+}
+
+/// `energy[i] = Σ slope[i - w + 1 ..= i]` (samples before the start count as zero), every
+/// sum taken oldest first, 8 outputs at a time so the inner loop vectorises.
+pub fn integrate(slope: &[f32], window: usize, out: &mut [f32]) {
+    let n = slope.len();
+    assert_eq!(out.len(), n);
+    const BLOCK: usize = 8;
+    out.par_chunks_mut(4096).enumerate().for_each(|(c, chunk)| {
+        let base = c * 4096;
+        let mut i = 0;
+        while i < chunk.len() {
+            let start = base + i;
+            if start + 1 >= window && i + BLOCK <= chunk.len() {
+                let mut acc = [0f32; BLOCK];
+                for j in 0..window {
+                    let lane = &slope[start + 1 - window + j..start + 1 - window + j + BLOCK];
+                    for t in 0..BLOCK {
+                        acc[t] += lane[t];
+                    }
+                }
+                chunk[i..i + BLOCK].copy_from_slice(&acc);
+                i += BLOCK;
+            } else {
+                let mut acc = 0f32;
+                for j in 0..window {
+                    if let Some(k) = (start + 1 + j).checked_sub(window) {
+                        acc += slope[k];
+                    }
+                }
+                chunk[i] = acc;
+                i += 1;
+            }
+        }
+    });
+}
+
+/// Energy maxima at least half a candidate window from a larger one: (sample, energy).
+pub fn candidates(energy: &[f32], params: &DetectParams) -> Vec<(usize, f32)> {
+    if energy.len() < params.candidate_window {
+        return Vec::new();
+    }
+    let mut flags = vec![0u8; energy.len() + 1 - params.candidate_window];
+    local_maxima(energy, params.candidate_window, &mut flags);
+    rising_edges(&mut flags);
+    let shift = params.gate_to_candidate();
+    flags
+        .iter()
+        .enumerate()
+        .filter(|(_, &f)| f != 0)
+        .map(|(p, _)| (p + shift, energy[p + shift]))
+        // A silent stretch (zero energy) is a maximum of nothing.
+        .filter(|&(_, e)| e > 0.0)
+        .collect()
+}
+
+/// Search back when no beat came for this many RR averages: Hamilton & Tompkins' 150 %
+/// (Pan & Tompkins used 166 %), which still finds a weak premature beat followed by its
+/// compensatory pause (together 2 RR).
+const SEARCH_BACK: f64 = 1.5;
+
+/// Pan–Tompkins' running levels and RR statistics.
+struct Levels {
+    signal: f32,
+    noise: f32,
+    /// The last eight RR intervals, in samples.
+    rr: Vec<usize>,
+}
+
+impl Levels {
+    fn threshold(&self) -> f32 {
+        self.noise + 0.25 * (self.signal - self.noise)
+    }
+    fn rr_average(&self) -> Option<f64> {
+        (!self.rr.is_empty()).then(|| self.rr.iter().sum::<usize>() as f64 / self.rr.len() as f64)
+    }
+    fn push_rr(&mut self, rr: usize) {
+        if self.rr.len() == 8 {
+            self.rr.remove(0);
+        }
+        self.rr.push(rr);
+    }
+}
+
+/// The candidates (indices into `cands`) that are beats, in order. Sequential by nature: each
+/// decision moves the levels the next one is judged by.
+pub fn decide(cands: &[(usize, f32)], params: &DetectParams) -> Vec<usize> {
+    if cands.is_empty() {
+        return Vec::new();
+    }
+    let learning: Vec<f32> = cands
+        .iter()
+        .filter(|c| c.0 < params.learning)
+        .map(|c| c.1)
+        .collect();
+    let learning = if learning.is_empty() {
+        cands.iter().map(|c| c.1).collect()
+    } else {
+        learning
+    };
+    let peak = learning.iter().copied().fold(0f32, f32::max);
+    let mean = learning.iter().sum::<f32>() / learning.len() as f32;
+    let mut levels = Levels {
+        signal: peak / 3.0,
+        noise: (mean / 2.0).min(peak / 6.0),
+        rr: Vec::new(),
+    };
+    let mut beats: Vec<usize> = Vec::new();
+    // Candidates judged noise since the last beat: where search-back looks.
+    let mut skipped: Vec<usize> = Vec::new();
+
+    for (k, &(pos, value)) in cands.iter().enumerate() {
+        if let (Some(&last), Some(rr)) = (beats.last(), levels.rr_average()) {
+            let since = pos - cands[last].0;
+            if since as f64 > SEARCH_BACK * rr {
+                search_back(cands, &mut beats, &mut skipped, &mut levels, params);
+            }
+        }
+        if let Some(&last) = beats.last() {
+            let (last_pos, last_value) = cands[last];
+            let since = pos - last_pos;
+            let refractory = refractory(&levels, params);
+            if since < refractory {
+                // Two maxima this close belong to one complex: keep the larger.
+                if value > last_value {
+                    *beats.last_mut().expect("a last beat") = k;
+                    if let Some(rr) = levels.rr.last_mut() {
+                        *rr += since;
+                    }
+                }
+                continue;
+            }
+            if since < params.t_wave && value < 0.25 * last_value {
+                // Under half the slope of the beat before it: a T wave.
+                levels.noise = 0.125 * value + 0.875 * levels.noise;
+                continue;
+            }
+        }
+        if value > levels.threshold() {
+            accept(cands, k, 0.125, &mut beats, &mut levels);
+            skipped.clear();
+        } else {
+            levels.noise = 0.125 * value + 0.875 * levels.noise;
+            skipped.push(k);
+        }
+    }
+    beats
+}
+
+/// The refractory period: 200 ms, but never more than 60 % of the current RR average, so
+/// that beats at 250 bpm (240 ms apart) are not merged.
+fn refractory(levels: &Levels, params: &DetectParams) -> usize {
+    match levels.rr_average() {
+        Some(rr) => params.refractory.min((0.6 * rr) as usize),
+        None => params.refractory,
+    }
+}
+
+fn accept(
+    cands: &[(usize, f32)],
+    k: usize,
+    weight: f32,
+    beats: &mut Vec<usize>,
+    levels: &mut Levels,
+) {
+    levels.signal = weight * cands[k].1 + (1.0 - weight) * levels.signal;
+    if let Some(&last) = beats.last() {
+        levels.push_rr(cands[k].0 - cands[last].0);
+    }
+    beats.push(k);
+}
+
+/// No beat for 150 % of the RR average: the largest skipped candidate above half the
+/// threshold, outside the refractory period and T-wave rule of the last beat, is a beat.
+fn search_back(
+    cands: &[(usize, f32)],
+    beats: &mut Vec<usize>,
+    skipped: &mut Vec<usize>,
+    levels: &mut Levels,
+    params: &DetectParams,
+) {
+    let Some(&last) = beats.last() else {
+        return;
+    };
+    let (last_pos, last_value) = cands[last];
+    let floor = 0.5 * levels.threshold();
+    let refractory = refractory(levels, params);
+    let best = skipped
+        .iter()
+        .copied()
+        .filter(|&k| {
+            let since = cands[k].0 - last_pos;
+            cands[k].1 > floor
+                && since >= refractory
+                && !(since < params.t_wave && cands[k].1 < 0.25 * last_value)
+        })
+        .max_by(|&a, &b| cands[a].1.total_cmp(&cands[b].1).then(b.cmp(&a)));
+    if let Some(k) = best {
+        accept(cands, k, 0.25, beats, levels);
+        skipped.retain(|&s| s > k);
+    } else {
+        skipped.clear();
+    }
+}
+
+/// The R peak of each beat: the largest |curvature| in the beat's integration window, moved
+/// back by the filter delay. Ties go to the earliest sample.
+pub fn locate_peaks(curv: &[f32], beats: &[usize], params: &DetectParams) -> Vec<i64> {
+    let delay = params.curvature_delay();
+    if curv.is_empty() {
+        return Vec::new();
+    }
+    beats
+        .par_iter()
+        .map(|&end| {
+            let start = (end + 1).saturating_sub(params.integration);
+            let mut best = start;
+            for i in start..=end.min(curv.len() - 1) {
+                if curv[i].abs() > curv[best].abs() {
+                    best = i;
+                }
+            }
+            best.saturating_sub(delay) as i64
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::segment::{curvature, ricker};
+
+    fn params() -> DetectParams {
+        DetectParams::for_rate(250.0).unwrap()
+    }
+
+    #[test]
+    fn windows_scale_with_the_rate() {
+        let p = DetectParams::for_rate(360.0).unwrap();
+        assert_eq!(
+            (p.integration, p.refractory, p.t_wave, p.before, p.after),
+            (54, 72, 130, 90, 162)
+        );
+        assert_eq!((p.candidate_window, p.width, p.ricker_width), (73, 256, 43));
+        assert!(DetectParams::for_rate(f64::NAN).is_err());
+        assert!(DetectParams::for_rate(10.0).is_err());
+    }
+
+    #[test]
+    fn integration_sums_the_window_in_order() {
+        let slope: Vec<f32> = (0..40).map(|i| i as f32).collect();
+        let mut out = vec![0f32; 40];
+        integrate(&slope, 5, &mut out);
+        for (i, &e) in out.iter().enumerate() {
+            let want: f32 = (i.saturating_sub(4)..=i).map(|k| k as f32).sum();
+            assert_eq!(e, want, "sample {i}");
+        }
+    }
+
+    #[test]
+    fn the_decision_keeps_beats_and_drops_t_waves_and_noise() {
+        let p = params();
+        // Beats of energy 10 every 200 samples, T waves (energy 1.5) 80 samples after each,
+        // small noise between.
+        let mut cands = Vec::new();
+        for b in 0..20 {
+            let at = 100 + 200 * b;
+            cands.push((at, 10.0));
+            cands.push((at + 80, 1.5));
+            cands.push((at + 150, 0.2));
+        }
+        let beats = decide(&cands, &p);
+        let positions: Vec<usize> = beats.iter().map(|&k| cands[k].0).collect();
+        assert_eq!(
+            positions,
+            (0..20).map(|b| 100 + 200 * b).collect::<Vec<_>>()
+        );
+    }
+
+    #[test]
+    fn search_back_finds_a_weak_beat_after_a_long_gap() {
+        let p = params();
+        let mut cands: Vec<(usize, f32)> = (0..10).map(|b| (100 + 200 * b, 10.0)).collect();
+        // A weak beat (below the threshold, above half of it), then the rhythm goes on.
+        cands.push((2100, 2.0));
+        cands.extend((0..5).map(|b| (2300 + 200 * b, 10.0)));
+        let beats = decide(&cands, &p);
+        let positions: Vec<usize> = beats.iter().map(|&k| cands[k].0).collect();
+        assert!(positions.contains(&2100), "{positions:?}");
+        assert_eq!(positions.len(), 16);
+    }
+
+    #[test]
+    fn close_maxima_of_one_complex_keep_the_larger() {
+        let p = params();
+        let cands = vec![(100, 10.0), (300, 9.0), (310, 12.0), (500, 10.0)];
+        let beats = decide(&cands, &p);
+        let positions: Vec<usize> = beats.iter().map(|&k| cands[k].0).collect();
+        assert_eq!(positions, [100, 310, 500]);
+    }
+
+    #[test]
+    fn nothing_in_nothing_out() {
+        let p = params();
+        assert!(decide(&[], &p).is_empty());
+        assert!(
+            candidates(&[0.0; 10], &p).is_empty(),
+            "shorter than a window"
+        );
+        assert!(
+            candidates(&[0.0; 1000], &p).is_empty(),
+            "silence has no maxima"
+        );
+    }
+
+    #[test]
+    fn the_r_peak_is_the_largest_curvature_of_either_sign() {
+        let p = params();
+        let mut curv = vec![0f32; 400];
+        curv[180] = 0.5;
+        curv[190] = -2.0; // a negative QRS complex
+        let peaks = locate_peaks(&curv, &[200], &p);
+        assert_eq!(peaks, [(190 - p.curvature_delay()) as i64]);
+    }
+
+    #[test]
+    fn stages_run_on_a_signal_end_to_end() {
+        let p = params();
+        let mut signal = vec![0f32; 5000];
+        for b in 0..20 {
+            signal[120 + 240 * b] = 1.0;
+        }
+        let mut curv = vec![0f32; signal.len()];
+        curvature(&signal, &ricker(p.ricker_width), &mut curv);
+        let mut slope = vec![0f32; signal.len()];
+        squared_slope(&curv, &mut slope);
+        let mut energy = vec![0f32; signal.len()];
+        integrate(&slope, p.integration, &mut energy);
+        let cands = candidates(&energy, &p);
+        let beats = decide(&cands, &p);
+        let peaks = locate_peaks(
+            &curv,
+            &beats.iter().map(|&k| cands[k].0).collect::<Vec<_>>(),
+            &p,
+        );
+        assert_eq!(peaks.len(), 20);
+        for (b, &r) in peaks.iter().enumerate() {
+            assert!((r - (120 + 240 * b) as i64).abs() <= 2, "beat {b} at {r}");
+        }
+    }
+}

@@ -15,6 +15,7 @@ mod error;
 pub mod gpu;
 pub mod segment;
 pub mod synth;
+pub mod wfdb;
 
 pub use adaptive::segment_with;
 pub use detect::{DetectParams, Method};

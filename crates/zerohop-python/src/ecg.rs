@@ -308,5 +308,6 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(segment, m)?)?;
     m.add_function(wrap_pyfunction!(synthesize, m)?)?;
     m.add_function(wrap_pyfunction!(score, m)?)?;
+    crate::ecg_wfdb::register(m)?;
     Ok(())
 }

@@ -5,6 +5,7 @@ mod arrow_table;
 mod capsule;
 mod cuda;
 mod ecg;
+mod ecg_wfdb;
 mod errors;
 mod exchange;
 mod interface;

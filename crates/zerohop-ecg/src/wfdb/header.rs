@@ -355,7 +355,7 @@ fn parse_signal_line(line: &str, place: &Place<'_>) -> Result<Signal> {
     let (mut spf, mut skew, mut offset) = (None, None, None);
     let mut rest = &format_field[digits..];
     while let Some(tag) = rest.chars().next() {
-        let body = &rest[1..];
+        let body = &rest[tag.len_utf8()..];
         let end = body
             .find(|c: char| !c.is_ascii_digit())
             .unwrap_or(body.len());

@@ -119,6 +119,9 @@ fn header_errors_name_the_line_the_column_and_the_field() {
     assert!(e.contains("line 3, column 10 (baseline)"), "{e}");
     let e = header_err("r 1\nr.dat 16y2\n");
     assert!(e.contains("(format)") && e.contains("'y'"), "{e}");
+    // A multi-byte character after the format (found by fuzzing: a slice inside it).
+    let e = header_err("r 1\nr.dat 16\u{fffd} 200\n");
+    assert!(e.contains("(format)") && e.contains("'\u{fffd}'"), "{e}");
     assert!(header_err("r 1\nr.dat 16x0\n").contains("samples per frame"));
     assert!(header_err("r 1\nr.dat\n").contains("has no format"));
     assert!(header_err("r 1\nr.dat 16 200 x\n").contains("(ADC resolution)"));

@@ -37,26 +37,26 @@ fn parse_empty(empty: Option<&Bound<'_, PyAny>>) -> PyResult<EmptyField> {
     }
 }
 
-/// Reads a numeric CSV into a zerohop Table of float32 columns, on all cores.
-/// `empty`: "error" (default), "nan", or a number; `nan`: "reject" (default) or "allow".
+/// Reads a numeric CSV into a zerohop Table of float32 columns, on all cores. `columns`: names
+/// (without the file's quotes) or 0-based indices, int or digit string (a column named "1"
+/// wins over index 1); `header`: None detects it; `delimiter`: None sniffs ",", ";" or tab,
+/// or one ASCII character ("tab" too). A units row after the header is skipped (see
+/// `csv_header`). `empty`: "error" (default), "nan", or a number; `nan`: "reject" (default)
+/// or "allow".
 #[pyfunction]
-#[pyo3(signature = (path, *, columns=None, header=None, delimiter=",", empty=None, nan="reject"))]
+#[pyo3(signature = (path, *, columns=None, header=None, delimiter=None, empty=None, nan="reject"))]
 fn read_csv(
     py: Python<'_>,
     path: PathBuf,
-    columns: Option<Vec<String>>,
+    columns: Option<Vec<Bound<'_, PyAny>>>,
     header: Option<bool>,
-    delimiter: &str,
+    delimiter: Option<&str>,
     empty: Option<&Bound<'_, PyAny>>,
     nan: &str,
 ) -> PyResult<PyTable> {
-    let delimiter = match delimiter.as_bytes() {
-        [d] => *d,
-        _ => {
-            return Err(PyValueError::new_err(
-                "delimiter must be one ASCII character",
-            ))
-        }
+    let delimiter = match delimiter {
+        None => zerohop_ecg::csv::SNIFF_DELIMITER,
+        Some(text) => zerohop_ecg::csv::delimiter_from_str(text).map_err(to_py)?,
     };
     let nan = match nan {
         "reject" => NanPolicy::Reject,
@@ -67,15 +67,69 @@ fn read_csv(
             )))
         }
     };
+    // A column is a name (str) or a 0-based index (int), which the reader takes as its
+    // decimal string; bool is an int to Python but never a column.
+    let columns = columns
+        .unwrap_or_default()
+        .iter()
+        .map(|c| {
+            if c.is_instance_of::<pyo3::types::PyString>() {
+                return c.extract::<String>();
+            }
+            if c.is_instance_of::<pyo3::types::PyBool>() {
+                return Err(pyo3::exceptions::PyTypeError::new_err(
+                    "columns must be names (str) or 0-based indices (int), not bool",
+                ));
+            }
+            match c.extract::<i64>() {
+                Ok(i) if i >= 0 => Ok(i.to_string()),
+                Ok(i) => Err(PyValueError::new_err(format!(
+                    "column index {i} must be 0 or more"
+                ))),
+                Err(_) => Err(pyo3::exceptions::PyTypeError::new_err(format!(
+                    "columns must be names (str) or 0-based indices (int), not {}",
+                    c.get_type().name()?
+                ))),
+            }
+        })
+        .collect::<PyResult<Vec<String>>>()?;
     let options = CsvOptions {
         has_header: header,
         delimiter,
         empty: parse_empty(empty)?,
         nan,
-        columns: columns.unwrap_or_default(),
+        columns,
     };
     let table = py.detach(|| read(&path, &options)).map_err(to_py)?;
     Ok(PyTable::from_table(table))
+}
+
+/// The layout of a CSV file, read from its first lines only: a dict with "names" (without
+/// quotes; "c0", "c1", … without a header), "units" (the units row after the header, such as
+/// PhysioNet's 'seconds','mV', or None), "delimiter" (given, or sniffed among ",", ";" and
+/// tab), "has_header" and "first_data_line" (1-based). Lets a caller pick the columns (and
+/// see a time column) before `read_csv`.
+#[pyfunction]
+#[pyo3(signature = (path, *, delimiter=None))]
+fn csv_header<'py>(
+    py: Python<'py>,
+    path: PathBuf,
+    delimiter: Option<&str>,
+) -> PyResult<Bound<'py, PyDict>> {
+    let delimiter = delimiter
+        .map(zerohop_ecg::csv::delimiter_from_str)
+        .transpose()
+        .map_err(to_py)?;
+    let header = py
+        .detach(|| zerohop_ecg::csv::read_header(&path, delimiter))
+        .map_err(to_py)?;
+    let d = PyDict::new(py);
+    d.set_item("names", header.names)?;
+    d.set_item("units", header.units)?;
+    d.set_item("delimiter", char::from(header.delimiter).to_string())?;
+    d.set_item("has_header", header.has_header)?;
+    d.set_item("first_data_line", header.first_data_line)?;
+    Ok(d)
 }
 
 /// The windows a `method` uses at `rate` Hz, as a dict ("blog": the blog's windows scaled from
@@ -304,6 +358,7 @@ fn score(
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(read_csv, m)?)?;
+    m.add_function(wrap_pyfunction!(csv_header, m)?)?;
     m.add_function(wrap_pyfunction!(params, m)?)?;
     m.add_function(wrap_pyfunction!(segment, m)?)?;
     m.add_function(wrap_pyfunction!(synthesize, m)?)?;

@@ -9,6 +9,7 @@ mod limit;
 mod log;
 mod pool;
 mod registry;
+mod shared;
 mod stats;
 #[cfg(test)]
 mod stream_order_tests;
@@ -30,6 +31,7 @@ pub use pool::{
     POOL_ALIGNMENT,
 };
 pub use registry::{current_resource, reset_current_resource, set_current_resource};
+pub use shared::{attach, handle_for, mapped_segments, Attached, SharedHandle, SharedResource};
 pub use stats::{size_bucket, Statistics, StatsResource, HISTOGRAM_BUCKETS};
 pub use system::SystemResource;
 pub use tracking::{

@@ -82,6 +82,61 @@ impl SoaTable {
         })
     }
 
+    /// A table over memory that already holds one (received from another process): `buffer`
+    /// is laid out for `schema`, `rows` and `alignment`, and the view covers rows
+    /// `first_row..first_row + len`. Refuses a buffer smaller than the layout or whose start
+    /// is not aligned for the widest element, and a row window outside the table.
+    pub fn over_buffer(
+        schema: Schema,
+        rows: usize,
+        alignment: usize,
+        buffer: Buffer,
+        first_row: usize,
+        len: usize,
+    ) -> Result<Self> {
+        let layout = Layout::new(&schema, rows, alignment)?;
+        if buffer.len() < layout.total_bytes {
+            return Err(Error::InvalidArgument {
+                what: "table buffer".into(),
+                reason: format!(
+                    "{} bytes, but {rows} rows of this schema at alignment {alignment} take {}",
+                    buffer.len(),
+                    layout.total_bytes
+                ),
+            });
+        }
+        let element_alignment = layout
+            .columns
+            .iter()
+            .map(|c| c.dtype.alignment())
+            .max()
+            .unwrap_or(1);
+        if !(buffer.as_ptr() as usize).is_multiple_of(element_alignment) {
+            return Err(Error::InvalidArgument {
+                what: "table buffer".into(),
+                reason: format!(
+                    "address {:p} is not aligned to the {element_alignment} bytes its columns need",
+                    buffer.as_ptr()
+                ),
+            });
+        }
+        if first_row.checked_add(len).is_none_or(|end| end > rows) {
+            return Err(Error::InvalidArgument {
+                what: "row range".into(),
+                reason: format!("{first_row}+{len} is outside a table of {rows} rows"),
+            });
+        }
+        Ok(SoaTable {
+            schema: Arc::new(schema),
+            layout: Arc::new(layout),
+            buffer,
+            first_row,
+            len,
+            readonly: false,
+            _copy_source: None,
+        })
+    }
+
     pub fn schema(&self) -> &Schema {
         &self.schema
     }

@@ -20,7 +20,8 @@ Block = _m.Block
 
 __all__ = [
     "Arena", "Block", "CudaAsync", "CudaDevice", "CudaManaged", "CudaPinned", "Limit", "Log",
-    "OutOfMemoryError", "Pool", "Resource", "Stats", "System", "Tracking", "get_current",
+    "OutOfMemoryError", "Pool", "Resource", "Shared", "Stats", "System", "Tracking",
+    "get_current",
     "install", "leaks", "reset_current", "set_current", "stats", "use_for_numpy",
     "C_MALLOC_SYMBOL", "C_FREE_SYMBOL", "library_path",
 ]
@@ -42,6 +43,13 @@ def library_path():
 def System():
     """Aligned host memory from the system allocator."""
     return _m.system()
+
+
+def Shared():
+    """Host memory other processes on this machine map without a copy (Linux: one sealed
+    memfd per allocation; wrap it in Pool for many small blocks). zerohop tensors and tables
+    in it pickle as a handle, not bytes (docs/processes.md)."""
+    return _m.shared()
 
 
 def CudaDevice(device=0):

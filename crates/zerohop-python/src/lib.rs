@@ -12,6 +12,7 @@ mod interface;
 mod memory;
 mod numpy_hook;
 mod owner;
+mod pickle;
 mod python_stack;
 mod table;
 mod tensor;
@@ -187,6 +188,7 @@ fn _zerohop(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(interface::from_array_interface, m)?)?;
     m.add_function(wrap_pyfunction!(zeros, m)?)?;
     m.add_function(wrap_pyfunction!(from_arrow, m)?)?;
+    pickle::register(m)?;
     m.add(
         "OutOfMemoryError",
         m.py().get_type::<errors::OutOfMemoryError>(),

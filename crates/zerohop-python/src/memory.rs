@@ -22,6 +22,7 @@ use crate::errors::IntoPyResult;
 #[derive(Clone)]
 enum Kind {
     System,
+    Shared,
     Pool(Arc<PoolResource>),
     Arena(Arc<ArenaResource>),
     Limit(Arc<LimitResource>),
@@ -56,6 +57,7 @@ impl PyResource {
     fn name(&self) -> &'static str {
         match self.kind {
             Kind::System => "System",
+            Kind::Shared => "Shared",
             Kind::Pool(_) => "Pool",
             Kind::Arena(_) => "Arena",
             Kind::Limit(_) => "Limit",
@@ -287,6 +289,14 @@ fn wrap(
 #[pyfunction]
 fn system() -> PyResource {
     PyResource::new(Arc::new(SystemResource::new()), Kind::System, None)
+}
+
+/// Host memory other processes on this machine can map (one sealed memfd per allocation):
+/// zerohop tensors and tables in it pickle as a handle instead of bytes.
+#[pyfunction]
+fn shared() -> PyResult<PyResource> {
+    let inner = zerohop::memory::SharedResource::new().py()?;
+    Ok(PyResource::new(Arc::new(inner), Kind::Shared, None))
 }
 
 /// Device memory of CUDA device `device` (cuMemAlloc/cuMemFree). Addresses it hands out are
@@ -589,6 +599,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyBlock>()?;
     for f in [
         wrap_pyfunction!(system, m)?,
+        wrap_pyfunction!(shared, m)?,
         wrap_pyfunction!(cuda_device, m)?,
         wrap_pyfunction!(cuda_async, m)?,
         wrap_pyfunction!(cuda_managed, m)?,

@@ -597,6 +597,13 @@ impl PyTable {
         self.storage.len()
     }
 
+    /// Pickling (PEP 574): an SoA table's one buffer travels out of band from protocol 5 on
+    /// (the receiver views it) or as a handle in `zerohop.memory.Shared` memory; Arrow tables
+    /// go through pyarrow's pickling. Device tables are refused. See docs/processes.md.
+    fn __reduce_ex__<'py>(slf: &Bound<'py, Self>, protocol: i32) -> PyResult<Bound<'py, PyTuple>> {
+        crate::pickle::reduce_table(slf, &slf.get().storage, protocol)
+    }
+
     #[getter]
     fn columns(&self) -> Vec<String> {
         self.storage.column_names()

@@ -389,6 +389,13 @@ impl PyTensor {
         crate::arrow_table::tensor_device_capsules(py, self, requested_schema)
     }
 
+    /// Pickling (PEP 574): host data travels as one out-of-band buffer from protocol 5 on
+    /// (the receiver views it), as a handle when it lies in `zerohop.memory.Shared` memory,
+    /// else as bytes. Device data is refused. See docs/processes.md.
+    fn __reduce_ex__<'py>(slf: &Bound<'py, Self>, protocol: i32) -> PyResult<Bound<'py, PyTuple>> {
+        crate::pickle::reduce_tensor(slf, protocol)
+    }
+
     fn __len__(&self) -> PyResult<usize> {
         self.view
             .shape()

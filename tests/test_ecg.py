@@ -1,5 +1,8 @@
-"""The ECG pipeline from Python: the job on the bundled recording and on synthetic data, the
-zero-copy hand-offs it checks, and its errors."""
+"""The ECG pipeline from Python: detection on real and synthetic recordings, the job's
+inputs (WFDB, CSV as people have them, synthetic), the zero-copy hand-offs it checks, its
+output folder and its errors."""
+
+import sys
 
 import numpy as np
 import pytest
@@ -33,76 +36,219 @@ def test_read_csv_parses_into_table_columns(tmp_path):
         ecg.read_csv(path, nan="maybe")
 
 
+def record_100():
+    table, header = ecg.read_wfdb(ecg.RECORD_100)
+    ann = ecg.read_annotations(f"{ecg.RECORD_100}.atr")
+    beats = np.asarray(ann["sample"])[np.asarray(ann["is_beat"], dtype=bool)]
+    return table, header, beats
+
+
+def test_record_100_is_detected_to_the_aami_goal():
+    table, header, truth = record_100()
+    rate = header["rate"]
+    assert rate == 360.0 and len(table) == 650_000 and len(truth) == 2273
+    seg = ecg.segment(table["MLII"], rate)
+    r_peaks = np.from_dlpack(seg["r_peaks"])
+    sens, ppv, tp, fp, fn = ecg.score(r_peaks.tolist(), truth.tolist(), 0.15 * rate,
+                                      int(5 * rate), len(table))
+    assert sens >= 0.995 and ppv >= 0.995, (sens, ppv, tp, fp, fn)
+    rows = seg["beats"].shape[0]
+    assert rows + seg["edge_dropped"] == len(r_peaks) and rows >= 0.99 * len(r_peaks)
+
+
 @requires_torch
 def test_segment_outputs_are_zerohop_memory_handed_to_torch_without_copy():
     signal = zerohop.from_dlpack(ecg.load_record_208())
     seg = ecg.segment(signal, ecg.RECORD_208_RATE)
     beats = seg["beats"]
-    assert beats.shape == (499, 512) and beats.dtype == "float32"
-    assert beats.data_ptr % 128 == 0
+    p = seg["params"]
+    assert seg["method"] == "adaptive" and beats.shape[1] == p["width"] == 256
+    assert beats.dtype == "float32" and beats.data_ptr % 128 == 0
     x = torch.from_dlpack(beats)
     assert address(x) == beats.data_ptr
-    assert seg["gates"].shape == (504,)
+    peaks = np.from_dlpack(seg["beat_peaks"])
+    rows = np.from_dlpack(beats)
+    raw = ecg.load_record_208()
+    # Each row is the signal around its R peak, the peak `before` samples in.
+    for k in (0, len(peaks) // 2, len(peaks) - 1):
+        r = peaks[k]
+        span = p["before"] + p["after"]
+        assert np.array_equal(rows[k, :span], raw[r - p["before"]:r + p["after"]])
+        assert not rows[k, span:].any()
+    assert [name for name, _ in seg["timings"]] == ["curvature", "energy", "candidates",
+                                                     "decide", "embed"]
+    assert np.all(np.diff(np.from_dlpack(seg["r_peaks"])) > 0)
+
+
+def test_the_blog_method_is_kept_as_it_was():
+    seg = ecg.segment(ecg.load_record_208(), ecg.RECORD_208_RATE, method="blog")
+    assert seg["beats"].shape == (499, 512)
     assert np.from_dlpack(seg["gates"])[:3].tolist() == [15, 233, 442]
-    assert [name for name, _ in seg["timings"]] == ["curvature", "gates", "indices", "prune", "embed"]
-    with pytest.raises(ValueError, match="1-d float32"):
-        ecg.segment(np.zeros(1000), 360.0)
+    to_peak = int(seg["params"]["gate_to_peak"])
+    assert np.array_equal(np.from_dlpack(seg["r_peaks"]), np.from_dlpack(seg["gates"]) + to_peak)
+
+
+def test_segment_takes_signals_as_people_have_them_and_refuses_what_it_cannot_use():
+    raw = ecg.load_record_208()
+    as_float32 = np.from_dlpack(ecg.segment(raw, 360.0)["r_peaks"])
+    as_float64 = np.from_dlpack(ecg.segment(raw.astype(np.float64), 360.0)["r_peaks"])
+    as_list = np.from_dlpack(ecg.segment(raw[:36_000].tolist(), 360.0)["r_peaks"])
+    assert np.array_equal(as_float32, as_float64)
+    assert np.array_equal(as_list, as_float32[as_float32 < 36_000 - 200][:len(as_list)])
+    with pytest.raises(ValueError, match="1-d"):
+        ecg.segment(np.zeros((10, 10)), 360.0)
     with pytest.raises(ValueError, match="shorter than"):
         ecg.segment(np.zeros(10, np.float32), 360.0)
     with pytest.raises(ValueError, match="sampling rate"):
         ecg.segment(np.zeros(1000, np.float32), 0.0)
+    with pytest.raises(ValueError, match="method"):
+        ecg.segment(raw, 360.0, method="magic")
+    holed = raw.copy()
+    holed[5000] = np.nan
+    with pytest.raises(ValueError, match="first at sample 5000"):
+        ecg.segment(holed, 360.0)
 
 
-def test_synthetic_detection_meets_the_accuracy_goal():
+@pytest.mark.parametrize("bpm", [30, 75, 150, 240])
+def test_synthetic_rhythms_are_detected_at_any_rate(bpm):
     rate = 250.0
-    signal, peaks, ectopic = ecg.synthesize(600.0, rate=rate, seed=7)
-    assert signal.shape == (150_000,) and not any(ectopic)
+    signal, peaks, ectopic = ecg.synthesize(300.0, rate=rate, heart_rate=bpm, ectopic=0.1,
+                                            noise_mv=0.05, seed=bpm)
     seg = ecg.segment(signal, rate)
-    detected = (np.from_dlpack(seg["gates"]) + seg["params"]["gate_to_peak"]).tolist()
-    sens, ppv, tp, fp, fn = ecg.score(detected, np.from_dlpack(peaks).tolist(), 0.05 * rate, 250, 150_000)
-    assert sens >= 0.99 and ppv >= 0.99, (sens, ppv, tp, fp, fn)
+    sens, ppv, tp, fp, fn = ecg.score(np.from_dlpack(seg["r_peaks"]).tolist(),
+                                      np.from_dlpack(peaks).tolist(), 0.15 * rate,
+                                      int(5 * rate), signal.shape[0])
+    assert sens >= 0.995 and ppv >= 0.995, (bpm, sens, ppv, tp, fp, fn)
+
+
+# ---------------------------------------------------------------- the job
+
+
+def run_job(tmp_path, *args):
+    out = tmp_path / "out"
+    return main(["--out", str(out), "--epochs", "1", "--no-progress", *args]), out
 
 
 @requires_torch
-def test_the_job_on_the_bundled_recording(tmp_path, capsys):
-    assert main(["--out", str(tmp_path), "--epochs", "2", "--no-progress"]) == 0
-    out = capsys.readouterr().out
-    assert "zero-copy hand-offs verified: 5/5" in out
-    report = (tmp_path / "report.md").read_text()
-    assert "record 208" in report and "gates: 504; beats kept: 499" in report
+def test_the_job_on_the_bundled_record_100_scores_its_detection(tmp_path, capsys):
+    status, out = run_job(tmp_path)
+    assert status == 0
+    printed = capsys.readouterr().out
+    assert "zero-copy hand-offs verified: 5/5" in printed
+    report = (out / "report.md").read_text()
+    assert "record 100" in report and "lead MLII" in report
+    table = report.split("| sensitivity | positive predictivity |")[1].splitlines()[2]
+    sens, ppv = (float(cell.strip(" %")) for cell in table.split("|")[1:3])
+    assert sens >= 99.5 and ppv >= 99.5, table
+    assert "| V | premature ventricular |" in report
     stage_rows = [line for line in report.splitlines() if line.startswith("| ") and " B |" in line]
     assert stage_rows and all(line.endswith("| 0 B |") for line in stage_rows), stage_rows
     assert "| NO |" not in report
-    for name in ("signal_gates", "lengths", "beats", "latent", "decoded_grid", "loss"):
-        png = tmp_path / f"{name}.png"
-        assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", name
+    for name in ("signal_peaks", "tachogram", "beats", "latent", "decoded_grid", "outliers",
+                 "loss"):
+        assert (out / f"{name}.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", name
         assert f"({name}.png)" in report
-    assert "Most outlying beats" in report
+    assert not list(tmp_path.glob(".*partial*")) and not list(out.glob(".*partial*"))
 
 
 @requires_torch
-def test_the_job_on_synthetic_data_reports_accuracy(tmp_path, capsys):
-    assert main(["--synthetic", "0.05", "--out", str(tmp_path), "--epochs", "1", "--no-progress"]) == 0
-    report = (tmp_path / "report.md").read_text()
-    assert "sensitivity" in report
-    line = next(l for l in report.splitlines() if l.startswith("- sensitivity"))
-    sens = float(line.split()[2])
-    ppv = float(line.split()[7])
-    assert sens >= 99.0 and ppv >= 99.0, line
-    assert (tmp_path / "synthetic_r_peaks.csv").exists()
+def test_the_job_on_synthetic_tachycardia_reports_accuracy(tmp_path):
+    status, out = run_job(tmp_path, "--synthetic", "0.05", "--heart-rate", "200",
+                          "--ectopic", "0.1", "--no-plots")
+    assert status == 0
+    report = (out / "report.md").read_text()
+    assert "the generator's R peaks" in report and "at 200 bpm" in report
+    assert not list(out.glob("*.png"))
+
+
+def physionet_csv(path, delimiter=","):
+    """A CSV as PhysioNet's export writes it: quoted names, a units row, time first."""
+    signal, _, _ = ecg.synthesize(60.0, rate=360.0, seed=5)
+    values = np.from_dlpack(signal)
+    d = delimiter
+    lines = [f"'Elapsed time'{d}'MLII'{d}'V1'", f"'seconds'{d}'mV'{d}'mV'"]
+    lines += [f"{i / 360:.6f}{d}{v:.4f}{d}{-v:.4f}" for i, v in enumerate(values)]
+    path.write_text("\r\n".join(lines) + "\r\n")
+    return path
 
 
 @requires_torch
-def test_the_job_reports_bad_input_clearly(tmp_path, capsys):
+@pytest.mark.parametrize("delimiter", [",", ";", "\t"])
+def test_the_job_takes_a_physionet_style_csv(tmp_path, capsys, delimiter):
+    path = physionet_csv(tmp_path / "export.csv", delimiter)
+    status, out = run_job(tmp_path, "--csv", str(path), "--no-plots")
+    assert status == 0, capsys.readouterr().err
+    printed = capsys.readouterr().out
+    assert "time axis" in printed and "360 Hz" in printed
+    report = (out / "report.md").read_text()
+    assert "column 'MLII'" in report and "amplitude in mV" in report
+    status, out = run_job(tmp_path, "--csv", str(path), "--column", "V1", "--rate", "360",
+                          "--no-plots")
+    assert status == 0 and "column 'V1'" in (out / "report.md").read_text()
+
+
+@requires_torch
+def test_bad_input_is_one_line_exit_2_and_nothing_is_written(tmp_path, capsys):
+    def refused(*args, says):
+        status, out = run_job(tmp_path, *args)
+        err = capsys.readouterr().err
+        assert status == 2, err
+        assert says in err and "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+        assert not out.exists(), "a failed run left its output folder"
+        assert not list(tmp_path.glob(".*partial*"))
+
     bad = tmp_path / "bad.csv"
     bad.write_text("mv\n0.1\noops\n")
-    assert main(["--csv", str(bad), "--rate", "250", "--out", str(tmp_path)]) == 2
-    assert "line 3" in capsys.readouterr().err
-    assert main(["--csv", str(bad), "--out", str(tmp_path)]) == 2
-    assert "--rate" in capsys.readouterr().err
+    refused("--csv", str(bad), "--rate", "250", says="line 3")
+    refused("--csv", str(bad), says="--rate")
+    refused("--csv", str(tmp_path / "absent.csv"), "--rate", "250", says="no such file")
     short = tmp_path / "short.csv"
-    short.write_text("mv\n" + "0.1\n" * 50)
-    assert main(["--csv", str(short), "--rate", "250", "--out", str(tmp_path)]) == 2
-    assert "shorter than" in capsys.readouterr().err
-    with pytest.raises(SystemExit):
-        main(["--epochs", "0"])
+    short.write_text("mv\n" + "0.1\n0.2\n" * 25)
+    refused("--csv", str(short), "--rate", "250", says="shorter than")
+    flat = tmp_path / "flat.csv"
+    flat.write_text("mv\n" + "0.5\n" * 5000)
+    refused("--csv", str(flat), "--rate", "250", says="constant")
+    clock = tmp_path / "clock.csv"
+    clock.write_text("t\n" + "".join(f"{i}\n" for i in range(5000)))
+    refused("--csv", str(clock), "--rate", "250", says="time axis")
+    physionet = physionet_csv(tmp_path / "export.csv")
+    refused("--csv", str(physionet), "--column", "II", says="no column 'II'")
+    refused("--csv", str(physionet), "--column", "MLII", "--rate", "100000", says="100000 Hz")
+    noise = tmp_path / "noise.csv"
+    noise.write_text("mv\n" + "".join(f"{v:.3f}\n" for v in np.random.default_rng(1).normal(size=20)))
+    refused("--csv", str(noise), "--rate", "250", says="shorter than")
+    refused("--wfdb", str(tmp_path / "nothing"), says="no header")
+
+
+@requires_torch
+def test_arguments_are_checked_before_any_work(tmp_path, capsys):
+    for args, says in ((["--synthetic", "inf"], "finite"), (["--synthetic", "1e6"], "hours"),
+                       (["--rate", "0"], "50 to 100000"), (["--batch-size", "0"], "--batch-size"),
+                       (["--epochs", "0"], "--epochs"), (["--delimiter", "|"], "tab")):
+        with pytest.raises(SystemExit) as exit:
+            main(["--out", str(tmp_path / "never"), *args])
+        assert exit.value.code == 2 and says in capsys.readouterr().err, args
+    assert not (tmp_path / "never").exists()
+    assert "(default: 1024)" in main.__globals__["parser"]().format_help()
+
+
+@requires_torch
+def test_the_output_folder_is_checked_first_and_replaced_whole(tmp_path, capsys):
+    a_file = tmp_path / "file"
+    a_file.write_text("mine")
+    assert main(["--out", str(a_file), "--synthetic", "0.01"]) == 2
+    assert "not a folder" in capsys.readouterr().err and a_file.read_text() == "mine"
+    status, out = run_job(tmp_path, "--synthetic", "0.02")
+    assert status == 0 and (out / "beats.png").exists()
+    (out / "notes.txt").write_text("kept")
+    status, out = run_job(tmp_path, "--synthetic", "0.02", "--no-plots")
+    assert status == 0 and not list(out.glob("*.png")), "stale figures from the earlier run"
+    assert "## Figures" not in (out / "report.md").read_text()
+    assert (out / "notes.txt").read_text() == "kept"
+
+
+def test_a_missing_torch_is_named_with_the_install_command(tmp_path, capsys, monkeypatch):
+    monkeypatch.setitem(sys.modules, "torch", None)
+    assert main(["--out", str(tmp_path / "out"), "--synthetic", "0.01"]) == 2
+    err = capsys.readouterr().err
+    assert "pip install 'zerohop[ecg]'" in err and "Traceback" not in err

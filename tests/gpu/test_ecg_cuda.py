@@ -15,7 +15,9 @@ pytestmark = pytest.mark.skipif(
     reason="needs a CUDA GPU and a CUDA build of torch",
 )
 
-STAGES = ["curvature", "gates", "lengths", "beat_starts", "beat_lengths", "beats"]
+STAGES = ["curvature", "gates", "lengths", "r_peaks", "beat_peaks", "beat_starts",
+          "beat_lengths", "beats"]
+METHODS = ["adaptive", "blog"]
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -28,40 +30,46 @@ def host(t):
 
 
 def assert_identical(cpu, gpu):
-    for name in STAGES:
+    assert cpu["method"] == gpu["method"] and cpu["edge_dropped"] == gpu["edge_dropped"]
+    for name in STAGES + (["energy"] if cpu["method"] == "adaptive" else []):
         a, b = cpu[name].numpy(), host(gpu[name])
         assert a.shape == b.shape, name
         assert a.dtype == b.dtype, name
         assert np.array_equal(a.view(np.uint8), b.view(np.uint8)), f"{name} differs"
 
 
-@pytest.mark.parametrize("rate", [250.0, 360.0, 1000.0])
-def test_gpu_stages_equal_the_cpu_bit_for_bit(rate):
-    signal, peaks, _ = ecg.synthesize(120, rate=rate, seed=7)
-    cpu = ecg.segment(signal, rate)
-    gpu = ecg.segment(signal, rate, device="cuda:0")
+@pytest.mark.parametrize("method", METHODS)
+@pytest.mark.parametrize("rate,bpm", [(250.0, 70), (360.0, 30), (360.0, 240), (1000.0, 120)])
+def test_gpu_stages_equal_the_cpu_bit_for_bit(rate, bpm, method):
+    signal, peaks, _ = ecg.synthesize(120, rate=rate, heart_rate=bpm, ectopic=0.1, seed=7)
+    cpu = ecg.segment(signal, rate, method=method)
+    gpu = ecg.segment(signal, rate, method=method, device="cuda:0")
     assert gpu["beats"].device == "cuda:0"
     assert_identical(cpu, gpu)
-    assert len(gpu["beats"]) > 100
+    assert len(gpu["beats"]) > 50
 
 
-def test_the_bundled_recording_segments_identically_on_the_gpu():
-    signal, rate = ecg.load_record_208(), ecg.RECORD_208_RATE
-    cpu = ecg.segment(signal, rate)
-    gpu = ecg.segment(signal, rate, device="cuda:0")
-    assert_identical(cpu, gpu)
-    assert host(gpu["gates"])[:3].tolist() == cpu["gates"].numpy()[:3].tolist()
+@pytest.mark.parametrize("method", METHODS)
+def test_the_bundled_recordings_segment_identically_on_the_gpu(method):
+    table, header = ecg.read_wfdb(ecg.RECORD_100)
+    for signal, rate in ((ecg.load_record_208(), ecg.RECORD_208_RATE),
+                         (table["MLII"], header["rate"])):
+        cpu = ecg.segment(signal, rate, method=method)
+        gpu = ecg.segment(signal, rate, method=method, device="cuda:0")
+        assert_identical(cpu, gpu)
 
 
-def test_device_signals_stay_on_the_device_and_outputs_carry_the_stream():
+@pytest.mark.parametrize("method", METHODS)
+def test_device_signals_stay_on_the_device_and_outputs_carry_the_stream(method):
     signal, _, _ = ecg.synthesize(60, rate=250.0, seed=1)
     on_device = torch.from_numpy(signal.numpy()).cuda()
     stream = torch.cuda.Stream()
-    gpu = ecg.segment(on_device, 250.0, device="cuda:0", stream=stream.cuda_stream)
+    gpu = ecg.segment(on_device, 250.0, method=method, device="cuda:0",
+                      stream=stream.cuda_stream)
     assert dict(gpu["timings"])["host→device"] < 0.01
     beats = torch.from_dlpack(gpu["beats"])  # torch's current stream waits on `stream`
     assert beats.data_ptr() == gpu["beats"].data_ptr and beats.is_cuda
-    cpu = ecg.segment(signal, 250.0)
+    cpu = ecg.segment(signal, 250.0, method=method)
     assert torch.equal(beats.cpu(), torch.from_numpy(cpu["beats"].numpy()))
 
 

@@ -202,6 +202,26 @@ mod tests {
     }
 
     #[test]
+    fn a_recording_cut_mid_beat_has_no_beat_wrapped_to_its_start() {
+        let rate = 360.0;
+        let synth = generate(&SynthOptions {
+            rate,
+            seconds: 30.0,
+            ..Default::default()
+        })
+        .unwrap();
+        // End the recording on an R peak: the circular curvature carries it to the start.
+        let end = synth.r_peaks[synth.r_peaks.len() - 3] + 2;
+        let seg = segment_adaptive(&synth.signal[..end], &Params::for_rate(rate).unwrap()).unwrap();
+        let first = seg.r_peaks.to_vec::<i64>().unwrap()[0];
+        assert!(
+            (first - synth.r_peaks[0] as i64).abs() < (0.15 * rate) as i64,
+            "first detection {first}, first beat {}",
+            synth.r_peaks[0]
+        );
+    }
+
+    #[test]
     fn a_signal_shorter_than_a_beat_window_is_refused_by_name() {
         let params = Params::for_rate(360.0).unwrap();
         let err = segment_adaptive(&[0.0; 100], &params).unwrap_err();

@@ -109,6 +109,18 @@ impl DetectParams {
     pub fn curvature_delay(&self) -> usize {
         (self.ricker_width - 1) / 2
     }
+
+    /// Samples at the start whose energy the filters have not settled on: the curvature wraps
+    /// around (the blog's circular convolution) there, mixing in the recording's end.
+    pub fn warm_up(&self) -> usize {
+        self.ricker_width + self.integration
+    }
+
+    /// Whether an energy maximum at `pos` is a candidate: outside the warm-up, and above zero
+    /// (a silent stretch is a maximum of nothing).
+    pub fn is_candidate(&self, pos: usize, energy: f32) -> bool {
+        pos >= self.warm_up() && energy > 0.0
+    }
 }
 
 /// Squared curvature slopes (`slope[0] = 0`), each product rounded on its own so the CUDA
@@ -162,7 +174,8 @@ pub fn integrate(slope: &[f32], window: usize, out: &mut [f32]) {
     });
 }
 
-/// Energy maxima at least half a candidate window from a larger one: (sample, energy).
+/// Energy maxima at least half a candidate window from a larger one, after the filters'
+/// warm-up: (sample, energy).
 pub fn candidates(energy: &[f32], params: &DetectParams) -> Vec<(usize, f32)> {
     if energy.len() < params.candidate_window {
         return Vec::new();
@@ -176,8 +189,7 @@ pub fn candidates(energy: &[f32], params: &DetectParams) -> Vec<(usize, f32)> {
         .enumerate()
         .filter(|(_, &f)| f != 0)
         .map(|(p, _)| (p + shift, energy[p + shift]))
-        // A silent stretch (zero energy) is a maximum of nothing.
-        .filter(|&(_, e)| e > 0.0)
+        .filter(|&(pos, e)| params.is_candidate(pos, e))
         .collect()
 }
 

@@ -137,7 +137,7 @@ fn dtype_name(dtype: &Bound<'_, PyAny>) -> PyResult<String> {
                      (\"float32\")"
                 ))
             })?;
-        return Ok(resolved.getattr("name")?.extract()?);
+        return resolved.getattr("name")?.extract();
     }
     let text = dtype.str()?.to_string();
     Ok(text.trim_start_matches("torch.").to_string())

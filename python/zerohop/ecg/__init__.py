@@ -1,22 +1,33 @@
-"""The zero-copy ECG pipeline of NVIDIA's "ML Frameworks Interoperability, Part 3".
+"""The zero-copy ECG pipeline of NVIDIA's "ML Frameworks Interoperability, Part 3", on real
+recordings.
 
-CSV → zerohop Table (parsed in parallel, Rust) → Ricker curvature → local-maxima gates →
-pruning → beats [n, width] (Rust, zerohop memory) → PyTorch through DLPack (same pointer) →
-LightVAE → latents and reconstructions back through DLPack → plots and a report.
+Input (PhysioNet WFDB records, CSV files, synthetic ECG; parsed in Rust straight into a zerohop
+Table) → R-peak detection (adaptive thresholds after Pan & Tompkins, any rate from 30 to
+250 bpm; or the blog's fixed windows) → one beat row per R peak (Rust, zerohop memory) →
+PyTorch through DLPack (same pointer) → LightVAE → latents and reconstruction errors back
+through DLPack → figures and a report, with the detection scored against reference
+annotations when the recording has them.
 
-Run it: ``python -m zerohop.ecg`` (the bundled MIT-BIH record 208 excerpt), or
-``--csv PATH --rate HZ``, or ``--synthetic HOURS``. The stages are importable too.
+Run it: ``python -m zerohop.ecg`` (the bundled MIT-BIH record 100), ``--wfdb RECORD``,
+``--csv PATH [--rate HZ]`` or ``--synthetic HOURS``. The stages are importable too.
 """
 
 from pathlib import Path
 
 from .._zerohop import ecg as _ecg
 
-#: The bundled recording: MIT-BIH record 208, lead MLII, 5 min at 360 Hz (see data/README.md).
-RECORD_208 = Path(__file__).with_name("data") / "mitdb208_excerpt_360hz.u16le"
+_DATA = Path(__file__).with_name("data")
+#: The bundled recordings (MIT-BIH Arrhythmia Database; attribution in data/README.md).
+#: Record 100: 30 min, leads MLII and V5, 360 Hz, with its reference beat annotations.
+RECORD_100 = _DATA / "mitdb100"
+#: Record 208: lead MLII, a 5 min excerpt at 360 Hz, raw 16-bit samples.
+RECORD_208 = _DATA / "mitdb208_excerpt_360hz.u16le"
 RECORD_208_RATE = 360.0
 
 read_csv = _ecg.read_csv
+csv_header = _ecg.csv_header
+read_wfdb = _ecg.read_wfdb
+read_annotations = _ecg.read_annotations
 segment = _ecg.segment
 params = _ecg.params
 synthesize = _ecg.synthesize
@@ -24,7 +35,7 @@ score = _ecg.score
 
 
 def load_record_208():
-    """The bundled recording in millivolts (float32 NumPy array)."""
+    """The bundled record 208 excerpt in millivolts (float32 NumPy array)."""
     import numpy as np
 
     adc = np.fromfile(RECORD_208, dtype="<u2")
@@ -32,6 +43,6 @@ def load_record_208():
 
 
 __all__ = [
-    "RECORD_208", "RECORD_208_RATE", "load_record_208", "params", "read_csv", "score",
-    "segment", "synthesize",
+    "RECORD_100", "RECORD_208", "RECORD_208_RATE", "csv_header", "load_record_208", "params",
+    "read_annotations", "read_csv", "read_wfdb", "score", "segment", "synthesize",
 ]

@@ -1,6 +1,8 @@
 """The whole job: input → Rust stages → PyTorch → plots and report, with every hand-off
 checked by pointer identity and every byte copied counted."""
 
+from __future__ import annotations
+
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -9,19 +11,32 @@ import numpy as np
 
 import zerohop
 
-from . import RECORD_208, RECORD_208_RATE, load_record_208, read_csv, score, segment, synthesize
+from . import sources
+from .errors import EcgInputError
+from .output import Staging
+
+#: AAMI EC57 scoring: a detection matches a reference beat within ±150 ms, and the first and
+#: last 5 s of a recording are not scored.
+TOLERANCE_S = 0.150
+MARGIN_S = 5.0
 
 
 @dataclass
 class Config:
     out: Path = Path("out/ecg")
     csv: Path | None = None
+    wfdb: Path | None = None
     rate: float | None = None
     column: str | None = None
+    delimiter: str | None = None
     synthetic_hours: float | None = None
+    heart_rate: float = 70.0
+    ectopic: float = 0.0
+    method: str = "adaptive"
     device: str = "cpu"
     epochs: int = 30
     batch_size: int = 1024
+    threads: int | None = None
     seed: int = 42
     progress: bool = True
     plots: bool = True
@@ -47,143 +62,184 @@ def _address(x):
     return x.data_ptr()
 
 
-def _prepare_input(config, say):
-    """Returns (csv path, rate, column, source text, truth or None)."""
-    config.out.mkdir(parents=True, exist_ok=True)
-    if config.synthetic_hours is not None:
-        rate = config.rate or 250.0
-        seconds = config.synthetic_hours * 3600.0
-        path = config.out / "synthetic.csv"
-        say(f"generating {config.synthetic_hours:g} h of synthetic ECG at {rate:g} Hz → {path}")
-        _, peaks, _ = synthesize(seconds, rate=rate, seed=config.seed, csv=path,
-                                 peaks=config.out / "synthetic_r_peaks.csv")
-        truth = np.from_dlpack(peaks)
-        return path, rate, "mv", f"synthetic ECG, {config.synthetic_hours:g} h ({path})", truth
-    if config.csv is not None:
-        if not config.rate:
-            raise ValueError("--csv needs --rate (the sampling rate in Hz)")
-        return Path(config.csv), config.rate, config.column, f"{config.csv}", None
-    path = config.out / "record208.csv"
-    if not path.exists():
-        np.savetxt(path, load_record_208(), fmt="%.4f", header="mv", comments="")
-    return (path, RECORD_208_RATE, "mv",
-            f"MIT-BIH Arrhythmia Database record 208 (MLII, 5 min excerpt, 360 Hz), via {path}",
-            None)
+def _match(detected, truth, tolerance):
+    """One-to-one matching in time order (as zerohop.ecg.score): which truth beats were found."""
+    found = np.zeros(len(truth), dtype=bool)
+    i = j = 0
+    while i < len(detected) and j < len(truth):
+        d = detected[i] - truth[j]
+        if abs(d) <= tolerance:
+            found[j] = True
+            i += 1
+            j += 1
+        elif d < 0:
+            i += 1
+        else:
+            j += 1
+    return found
+
+
+def _accuracy(r_peaks, truth, rate, samples):
+    """Sensitivity and positive predictivity (EC57 style), pooled and per annotation class."""
+    from . import score
+
+    tolerance = TOLERANCE_S * rate
+    margin = int(MARGIN_S * rate)
+    sens, ppv, tp, fp, fn = score(r_peaks.tolist(), truth.samples.tolist(), tolerance, margin,
+                                  samples)
+    inside = (truth.samples >= margin) & (truth.samples < samples - margin)
+    det_inside = r_peaks[(r_peaks >= margin) & (r_peaks < samples - margin)]
+    found = _match(det_inside, truth.samples[inside], tolerance)
+    symbols = np.asarray(truth.symbols)[inside]
+    classes = []
+    for symbol in sorted(set(symbols.tolist()), key=lambda s: (-int((symbols == s).sum()), s)):
+        mask = symbols == symbol
+        classes.append({"symbol": symbol, "beats": int(mask.sum()), "found": int(found[mask].sum())})
+    f1 = 2 * tp / max(1, 2 * tp + fp + fn)
+    return {"sensitivity": sens, "ppv": ppv, "f1": f1, "tp": tp, "fp": fp, "fn": fn,
+            "tolerance_ms": TOLERANCE_S * 1000, "margin_s": MARGIN_S, "classes": classes,
+            "reference": truth.name}
+
+
+def _check_detection(r_peaks, signal_source, rate):
+    """A recording without beats, or whose beats would mean a heart rate no heart has at the
+    rate given, is an input error. (A rate off by less, say 2×, cannot be told from a
+    different heart rate by the beats alone.)"""
+    if len(r_peaks) < 2:
+        raise EcgInputError(
+            f"no heartbeats found in {signal_source}: is it an ECG, and is {rate:g} Hz its "
+            f"sampling rate?")
+    median_rr = float(np.median(np.diff(r_peaks))) / rate
+    bpm = 60.0 / median_rr
+    if not 20.0 <= bpm <= 300.0:
+        raise EcgInputError(
+            f"{signal_source}: the beats found would mean {bpm:.0f} bpm at {rate:g} Hz; is "
+            f"{rate:g} Hz the sampling rate (--rate)?")
+    return bpm
 
 
 def run(config: Config, say=print) -> Result:
-    import torch
-
+    """Runs the job; raises EcgInputError (a ValueError) for anything about the input, before
+    writing anything, and leaves `config.out` untouched unless the whole job succeeds."""
+    torch = sources.require_torch()
+    if config.plots:
+        sources.require_matplotlib()
     from .vae import embed, train
 
     if config.device == "cuda" and not torch.cuda.is_available():
-        raise RuntimeError("--device cuda: torch sees no CUDA device on this machine")
-    csv_path, rate, column, source, truth = _prepare_input(config, say)
-    stages, hand_offs = [], []
-
-    def stage(name, started, copied=0):
-        stages.append((name, time.perf_counter() - started, copied))
-
-    def hand_off(label, source_obj, target_obj):
-        same = _address(source_obj) == _address(target_obj)
-        hand_offs.append((label, _address(target_obj), same))
-        if not same:
-            raise AssertionError(f"{label}: the data was copied")
-        return target_obj
-
-    started = time.perf_counter()
-    table = read_csv(csv_path, columns=[column] if column else None)
-    column = column or table.columns[0]
-    signal = table[column]
-    stage("parse CSV into a zerohop Table (all cores)", started)
-    say(f"read {len(table):,} samples of column {column!r} from {csv_path}")
-
-    on_gpu = config.device == "cuda"
-    if on_gpu:
-        # The stages run as CUDA kernels; the signal crosses to the device once.
-        from zerohop.cuda import preload_nvrtc
-
-        preload_nvrtc()
-        seg = segment(signal, rate, device="cuda:0")
-    else:
-        seg = segment(signal, rate)
-    for name, seconds in seg["timings"]:
-        copied = len(table) * 4 if name == "host→device" else 0
-        stages.append((name, seconds, copied))
-    beats = seg["beats"]
-    params = seg["params"]
-
-    started = time.perf_counter()
-    x = hand_off("zerohop beats → torch.from_dlpack", beats, torch.from_dlpack(beats))
-    stage("beats → PyTorch (DLPack)", started)
-
-    n_beats = beats.shape[0]
-    say(f"{seg['gates'].shape[0]:,} gates, {n_beats:,} beats of width {params['width']}")
-    if n_beats < 2:
-        raise ValueError(f"only {n_beats} beats found: too short or not an ECG at {rate:g} Hz?")
-    started = time.perf_counter()
-    trained = train(x, epochs=config.epochs, batch_size=config.batch_size, seed=config.seed,
-                    device=config.device, progress=config.progress)
-    stage("train LightVAE (PyTorch)", started)
-    mu, logvar, recon, error = embed(trained["model"], x, trained["scale"], config.device)
-
-    started = time.perf_counter()
-    back = {name: hand_off(f"torch {name} → zerohop.from_dlpack", t, zerohop.from_dlpack(t))
-            for name, t in (("latent μ", mu), ("reconstruction error", error))}
-    if on_gpu:
-        stage("results → zerohop (DLPack)", started)
+        raise EcgInputError("--device cuda: torch sees no CUDA device on this machine")
+    staging = Staging(config.out)
+    with staging:
         started = time.perf_counter()
-        numpy_views = {name: torch.from_dlpack(t).cpu().numpy() for name, t in back.items()}
-        small = {name: torch.from_dlpack(seg[name]).cpu().numpy()
-                 for name in ("curvature", "gates", "lengths", "beat_starts", "beat_lengths",
-                              "beats")}
-        moved = sum(a.nbytes for a in [*numpy_views.values(), *small.values()])
-        stage("results and stage outputs device → host for plots (explicit copy)", started, moved)
-        g = small.__getitem__
-    else:
+        data = sources.load(config, say)
+        stages, hand_offs = [], []
+        stages.append((data.stage, time.perf_counter() - started, 0))
+
+        def stage(name, begun, copied=0):
+            stages.append((name, time.perf_counter() - begun, copied))
+
+        def hand_off(label, source_obj, target_obj):
+            same = _address(source_obj) == _address(target_obj)
+            hand_offs.append((label, _address(target_obj), same))
+            if not same:
+                raise AssertionError(f"{label}: the data was copied")
+            return target_obj
+
+        rate, signal = data.rate, data.signal
+        on_gpu = config.device == "cuda"
+        from . import segment
+
+        if on_gpu:
+            # The stages run as CUDA kernels; the signal crosses to the device once.
+            from zerohop.cuda import preload_nvrtc
+
+            preload_nvrtc()
+            seg = segment(signal, rate, method=config.method, device="cuda:0")
+        else:
+            seg = segment(signal, rate, method=config.method)
+        for name, seconds in seg["timings"]:
+            copied = data.samples * 4 if name == "host→device" else 0
+            stages.append((name, seconds, copied))
+        beats, params = seg["beats"], seg["params"]
+        host = (lambda name: torch.from_dlpack(seg[name]).cpu().numpy()) if on_gpu else (
+            lambda name: np.from_dlpack(seg[name]))  # zero-copy NumPy views on the CPU
+        r_peaks = host("r_peaks")
+        bpm = _check_detection(r_peaks, data.description, rate)
+        n_beats = beats.shape[0]
+        if n_beats < 2:
+            raise EcgInputError(f"{data.description}: only {n_beats} beat(s) away from the "
+                                f"recording's ends; too short to train on")
+        say(f"{len(r_peaks):,} beats detected ({config.method}, median {bpm:.0f} bpm), "
+            f"{n_beats:,} rows of width {params['width']} "
+            f"({seg['edge_dropped']} at the recording's ends without a full window)")
+
+        begun = time.perf_counter()
+        x = hand_off("zerohop beats → torch.from_dlpack", beats, torch.from_dlpack(beats))
+        stage("beats → PyTorch (DLPack)", begun)
+
+        begun = time.perf_counter()
+        trained = train(x, epochs=config.epochs, batch_size=config.batch_size,
+                        seed=config.seed, device=config.device, progress=config.progress,
+                        threads=config.threads)
+        stage("train LightVAE (PyTorch)", begun)
+        mu, logvar, recon, error = embed(trained["model"], x, trained["scale"], config.device)
+
+        begun = time.perf_counter()
+        back = {name: hand_off(f"torch {name} → zerohop.from_dlpack", t, zerohop.from_dlpack(t))
+                for name, t in (("latent μ", mu), ("reconstruction error", error))}
         numpy_views = {name: hand_off(f"zerohop {name} → numpy.from_dlpack", t, np.from_dlpack(t))
                        for name, t in back.items()}
-        stage("results → zerohop → NumPy (DLPack)", started)
-        g = lambda name: np.from_dlpack(seg[name])  # noqa: E731 - zero-copy NumPy views
-    gates, lengths, starts, blens = g("gates"), g("lengths"), g("beat_starts"), g("beat_lengths")
-    err = numpy_views["reconstruction error"]
-    worst = np.argsort(err)[::-1][:10]
-    outliers = [{"beat": int(i), "start": int(starts[i]), "time": starts[i] / rate,
-                 "length": int(blens[i]), "error": float(err[i])} for i in worst]
-    counts = {"samples": len(table), "gates": len(gates), "beats": n_beats,
-              "pruned_percent": 100.0 * (1 - n_beats / max(1, len(lengths)))}
+        stage("results → zerohop → NumPy (DLPack)", begun)
 
-    accuracy = None
-    if truth is not None:
-        detected = (gates + params["gate_to_peak"]).tolist()
-        tolerance = 0.05 * rate
-        sens, ppv, tp, fp, fn = score(detected, truth.tolist(), tolerance, int(rate), len(table))
-        accuracy = {"sensitivity": sens, "ppv": ppv, "tp": tp, "fp": fp, "fn": fn,
-                    "tolerance_ms": 50.0}
-        say(f"detection: sensitivity {sens * 100:.2f} %, PPV {ppv * 100:.2f} %")
+        beat_peaks = host("beat_peaks")
+        err = numpy_views["reconstruction error"]
+        worst = np.argsort(err)[::-1][:10]
+        outliers = [{"beat": int(i), "peak": int(beat_peaks[i]), "time": beat_peaks[i] / rate,
+                     "error": float(err[i])} for i in worst]
+        counts = {"samples": data.samples, "candidates": int(seg["gates"].shape[0]),
+                  "detected": len(r_peaks), "beats": n_beats,
+                  "edge_dropped": int(seg["edge_dropped"]), "bpm": bpm}
 
-    plots = {}
-    if config.plots:
-        started = time.perf_counter()
-        mu_np = numpy_views["latent μ"]
-        lo, hi = np.percentile(mu_np, [2, 98], axis=0) if len(mu_np) > 1 else (mu_np.min(0), mu_np.max(0))
-        grid = [(a, b) for b in np.linspace(hi[1], lo[1], 5) for a in np.linspace(lo[0], hi[0], 5)]
-        with torch.no_grad():
-            z = torch.tensor(grid, dtype=torch.float32, device=config.device)
-            decoded = (trained["model"].decode(z) * trained["scale"]).squeeze(1).cpu().numpy()
-        plots = __import__("zerohop.ecg.plots", fromlist=["write_plots"]).write_plots(
-            config.out, signal=np.from_dlpack(signal), curvature=g("curvature"), gates=gates,
-            lengths=lengths, params=params, beats=g("beats"), beat_lengths=blens, mu=mu_np,
-            error=err, losses=trained["losses"], decoded=decoded, grid=grid)
-        stage("plots (matplotlib)", started)
+        accuracy = None
+        if data.truth is not None:
+            accuracy = _accuracy(r_peaks, data.truth, rate, data.samples)
+            say(f"detection against {data.truth.name}: sensitivity "
+                f"{accuracy['sensitivity'] * 100:.2f} %, positive predictivity "
+                f"{accuracy['ppv'] * 100:.2f} % (±{TOLERANCE_S * 1000:.0f} ms)")
 
-    from .report import write_report
+        plots = {}
+        if config.plots:
+            begun = time.perf_counter()
+            from .plots import write_plots
 
-    report = write_report(
-        config.out / "report.md", source=source, params=params, stages=stages, counts=counts,
-        accuracy=accuracy, outliers=outliers, plots=plots, hand_offs=hand_offs,
-        train={"epochs": config.epochs, "batch_size": trained["batch_size"],
-               "final_loss": trained["losses"][-1], "test_loss": trained["test_loss"],
-               "device": config.device})
+            mu_np = numpy_views["latent μ"]
+            lo, hi = (np.percentile(mu_np, [2, 98], axis=0) if len(mu_np) > 1
+                      else (mu_np.min(0), mu_np.max(0)))
+            grid = [(a, b) for b in np.linspace(hi[1], lo[1], 5)
+                    for a in np.linspace(lo[0], hi[0], 5)]
+            with torch.no_grad():
+                z = torch.tensor(grid, dtype=torch.float32, device=config.device)
+                decoded = (trained["model"].decode(z) * trained["scale"]).squeeze(1).cpu().numpy()
+            plots = write_plots(
+                staging.path, signal=data.numpy_signal(), units=data.units,
+                energy=host("energy") if "energy" in seg else host("curvature"),
+                r_peaks=r_peaks, truth=data.truth, params=params, beats=host("beats"),
+                beat_peaks=beat_peaks, mu=mu_np, error=err, losses=trained["losses"],
+                decoded=decoded, grid=grid)
+            stage("plots (matplotlib)", begun)
+
+        from .report import write_report
+
+        report = write_report(
+            staging.path / "report.md", source=data.description, params=params,
+            method=config.method, stages=stages, counts=counts, accuracy=accuracy,
+            outliers=outliers, plots=plots, hand_offs=hand_offs, units=data.units,
+            train={"epochs": config.epochs, "batch_size": trained["batch_size"],
+                   "final_loss": trained["losses"][-1], "test_loss": trained["test_loss"],
+                   "device": config.device, "threads": trained["threads"],
+                   "batch_asked": config.batch_size})
+        staging.commit()
+    report = config.out / report.name
+    plots = {name: config.out / p.name for name, p in plots.items()}
     return Result(report=report, plots=plots, stages=stages, hand_offs=hand_offs, counts=counts,
                   accuracy=accuracy, outliers=outliers, losses=trained["losses"])

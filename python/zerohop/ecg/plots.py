@@ -1,4 +1,8 @@
-"""The pipeline's figures, as PNG files (matplotlib, headless)."""
+"""The pipeline's figures, as PNG files (matplotlib, headless). Every axis names its quantity
+and unit; the amplitude unit is the input's own (mV for WFDB records in mV, "signal units"
+when a CSV file does not say)."""
+
+from __future__ import annotations
 
 import numpy as np
 
@@ -12,12 +16,31 @@ def _pyplot():
     return plt
 
 
-def write_plots(out, *, signal, curvature, gates, lengths, params, beats, beat_lengths,
-                mu, error, losses, decoded, grid):
-    """Writes six figures to `out` and returns {name: path}. Every array is a NumPy view of
-    zerohop or torch memory (no copies were made to plot them)."""
+def amplitude_label(units):
+    return f"amplitude ({units})" if units else "amplitude (signal units)"
+
+
+def _classes_of(beat_peaks, truth, tolerance):
+    """The reference symbol of each beat row (nearest annotation within tolerance), or '?'."""
+    if truth is None or len(truth.samples) == 0:
+        return None
+    order = np.argsort(truth.samples)
+    samples = truth.samples[order]
+    symbols = np.asarray(truth.symbols)[order]
+    at = np.clip(np.searchsorted(samples, beat_peaks), 1, len(samples) - 1)
+    left, right = samples[at - 1], samples[at]
+    nearest = np.where(beat_peaks - left <= right - beat_peaks, at - 1, at)
+    close = np.abs(samples[nearest] - beat_peaks) <= tolerance
+    return np.where(close, symbols[nearest], "?")
+
+
+def write_plots(out, *, signal, units, energy, r_peaks, truth, params, beats, beat_peaks, mu,
+                error, losses, decoded, grid):
+    """Writes the figures to `out` and returns {name: path}. Every array is a NumPy view of
+    zerohop or torch memory on the CPU (nothing is copied to plot it)."""
     plt = _pyplot()
     rate = params["rate"]
+    amp = amplitude_label(units)
     paths = {}
 
     def save(fig, name):
@@ -27,38 +50,60 @@ def write_plots(out, *, signal, curvature, gates, lengths, params, beats, beat_l
         plt.close(fig)
         paths[name] = path
 
-    seconds = min(len(signal), int(8 * rate))
-    t = np.arange(seconds) / rate
-    fig, ax = plt.subplots(figsize=(11, 3.6))
-    ax.plot(t, signal[:seconds], lw=0.8, label="ECG (mV)")
-    curv = curvature[:seconds]
-    span = np.ptp(curv) or 1.0
-    ax.plot(t, (curv - curv.mean()) / span * np.ptp(signal[:seconds]) * 0.5, lw=0.8,
-            alpha=0.7, label="curvature (scaled)")
-    shown = gates[gates < seconds]
-    ax.vlines(shown / rate, signal[:seconds].min(), signal[:seconds].max(), colors="C3",
-              lw=1.0, label="gates")
-    ax.set_xlabel("time (s)")
-    ax.set_title("Signal, smoothed curvature and segmentation gates")
-    ax.legend(loc="upper right", fontsize=8)
-    save(fig, "signal_gates")
+    # The first 8 s with the detections (and the reference beats, when there are some).
+    shown = min(len(signal), int(8 * rate))
+    t = np.arange(shown) / rate
+    fig, (top, bottom) = plt.subplots(2, 1, figsize=(11, 5), sharex=True,
+                                      gridspec_kw={"height_ratios": [2, 1]})
+    top.plot(t, signal[:shown], lw=0.8, color="C0", label="ECG")
+    peaks = r_peaks[r_peaks < shown]
+    top.plot(peaks / rate, signal[peaks], "v", color="C3", ms=7, label="detected R peaks")
+    if truth is not None:
+        ref = truth.samples[truth.samples < shown]
+        top.plot(ref / rate, signal[ref], "o", mfc="none", color="k", ms=10,
+                 label="reference beats")
+    top.set_ylabel(amp)
+    top.legend(loc="upper right", fontsize=8)
+    top.set_title(f"Detected beats, first {shown / rate:.0f} s of the recording")
+    bottom.plot(t, energy[:shown], lw=0.8, color="C2")
+    bottom.set_ylabel("QRS energy (a.u.)")
+    bottom.set_xlabel("time from the start of the recording (s)")
+    save(fig, "signal_peaks")
 
-    fig, ax = plt.subplots(figsize=(6, 3.6))
-    ax.hist(lengths, bins=100, color="C0")
-    for bound in (params["min_length"], params["max_length"]):
-        ax.axvline(bound, color="C3", ls="--", lw=1)
-    ax.set_xlabel("segment length (samples)")
-    ax.set_ylabel("count")
-    ax.set_title("Gate-to-gate lengths (dashed: kept range)")
-    save(fig, "lengths")
+    # Tachogram: every RR interval against time.
+    fig, ax = plt.subplots(figsize=(11, 3.4))
+    if len(r_peaks) > 1:
+        rr = np.diff(r_peaks) / rate * 1000.0
+        ax.plot(r_peaks[1:] / rate / 60.0, rr, ".", ms=2.5)
+    ax.set_xlabel("time (min)")
+    ax.set_ylabel("RR interval (ms)")
+    ax.set_title("Tachogram: the interval before every detected beat")
+    save(fig, "tachogram")
 
-    fig, ax = plt.subplots(figsize=(7, 3.6))
-    shown = min(40, len(beats))
-    for row, length in zip(beats[:shown], beat_lengths[:shown]):
-        ax.plot(np.arange(length) / rate, row[:length], lw=0.7, alpha=0.6)
-    ax.set_xlabel("time from gate (s)")
-    ax.set_ylabel("mV")
-    ax.set_title(f"{shown} segmented beats, overlaid")
+    # Beats overlaid, around the R peak, coloured by reference class when annotated.
+    # Adaptive rows put the R peak `before` samples in; the blog's rows start at a gate.
+    before = int(params.get("before", params.get("gate_to_peak", 0)))
+    span = before + params["after"] if "after" in params else beats.shape[1]
+    x = (np.arange(span) - before) / rate
+    fig, ax = plt.subplots(figsize=(7, 4))
+    classes = _classes_of(beat_peaks, truth, 0.15 * rate)
+    if classes is None:
+        picked = np.linspace(0, len(beats) - 1, min(60, len(beats))).astype(int)
+        for row in beats[picked]:
+            ax.plot(x, row[:span], lw=0.6, alpha=0.5, color="C0")
+        ax.set_title(f"{len(picked)} of {len(beats):,} beats (evenly spaced), overlaid")
+    else:
+        for c, symbol in enumerate(sorted(set(classes.tolist()), key=lambda s: s != "N")):
+            rows = np.flatnonzero(classes == symbol)
+            picked = rows[np.linspace(0, len(rows) - 1, min(40, len(rows))).astype(int)]
+            for k, row in enumerate(beats[picked]):
+                ax.plot(x, row[:span], lw=0.6, alpha=0.5, color=f"C{c}",
+                        label=f"{symbol} ({len(rows):,} beats)" if k == 0 else None)
+        ax.legend(fontsize=8, title="reference class")
+        ax.set_title("Beats by reference annotation class (up to 40 each), overlaid")
+    ax.axvline(0, color="k", lw=0.5, ls=":")
+    ax.set_xlabel("time from the R peak (s)")
+    ax.set_ylabel(amp)
     save(fig, "beats")
 
     fig, ax = plt.subplots(figsize=(6, 5))
@@ -67,8 +112,8 @@ def write_plots(out, *, signal, curvature, gates, lengths, params, beats, beat_l
     worst = np.argsort(error)[-5:]
     ax.scatter(mu[worst, 0], mu[worst, 1], s=60, facecolors="none", edgecolors="C3",
                label="5 most outlying")
-    ax.set_xlabel("latent μ₁")
-    ax.set_ylabel("latent μ₂")
+    ax.set_xlabel("latent μ₁ (a.u.)")
+    ax.set_ylabel("latent μ₂ (a.u.)")
     ax.legend(fontsize=8)
     ax.set_title("Latent space of every beat")
     save(fig, "latent")
@@ -76,16 +121,32 @@ def write_plots(out, *, signal, curvature, gates, lengths, params, beats, beat_l
     side = int(round(len(decoded) ** 0.5))
     fig, axes = plt.subplots(side, side, figsize=(9, 7), sharex=True, sharey=True)
     for ax, curve, (z1, z2) in zip(axes.ravel(), decoded, grid):
-        ax.plot(np.arange(len(curve)) / rate, curve, lw=0.8)
-        ax.set_title(f"z=({z1:.1f}, {z2:.1f})", fontsize=7)
+        ax.plot((np.arange(len(curve)) - before) / rate, curve, lw=0.8)
+        ax.set_title(f"z=({z1:.2f}, {z2:.2f})", fontsize=7)
         ax.tick_params(labelsize=6)
-    fig.suptitle("Beats decoded from a grid of latent points")
+    fig.supxlabel("time from the R peak (s)")
+    fig.supylabel(amp)
+    fig.suptitle("Beats decoded from a grid over the latents' 2–98 % range")
     save(fig, "decoded_grid")
+
+    fig, ax = plt.subplots(figsize=(7, 4))
+    worst = np.argsort(error)[::-1][:5]
+    for k, i in enumerate(worst):
+        label = f"{beat_peaks[i] / rate:.1f} s"
+        if classes is not None:
+            label += f" ({classes[i]})"
+        ax.plot(x, beats[i][:span], lw=0.9, color=f"C{k}", label=label)
+    ax.axvline(0, color="k", lw=0.5, ls=":")
+    ax.set_xlabel("time from the R peak (s)")
+    ax.set_ylabel(amp)
+    ax.legend(fontsize=8, title="beat at")
+    ax.set_title("The 5 most outlying beats")
+    save(fig, "outliers")
 
     fig, ax = plt.subplots(figsize=(6, 3.6))
     ax.plot(np.arange(1, len(losses) + 1), losses, marker="o", ms=3)
     ax.set_xlabel("epoch")
-    ax.set_ylabel("training loss per beat")
+    ax.set_ylabel("training loss per beat (a.u.)")
     ax.set_yscale("log")
     ax.set_title("LightVAE training loss")
     save(fig, "loss")

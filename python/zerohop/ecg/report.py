@@ -1,5 +1,18 @@
 """The pipeline's Markdown report."""
 
+from __future__ import annotations
+
+#: What the MIT-BIH beat symbols mean, for the accuracy table.
+BEAT_CLASSES = {
+    "N": "normal", "L": "left bundle branch block", "R": "right bundle branch block",
+    "B": "bundle branch block", "A": "atrial premature", "a": "aberrated atrial premature",
+    "J": "nodal premature", "S": "supraventricular premature", "V": "premature ventricular",
+    "r": "R-on-T ventricular premature", "F": "fusion of ventricular and normal",
+    "e": "atrial escape", "j": "nodal escape", "n": "supraventricular escape",
+    "E": "ventricular escape", "/": "paced", "f": "fusion of paced and normal",
+    "Q": "unclassifiable", "?": "beat not classified",
+}
+
 
 def _bytes(n):
     for unit in ("B", "KiB", "MiB", "GiB"):
@@ -8,19 +21,71 @@ def _bytes(n):
         n /= 1024
 
 
-def write_report(path, *, source, params, stages, counts, accuracy, outliers, plots,
-                 train, hand_offs):
+def _batch_note(train):
+    if train["batch_size"] >= train["batch_asked"]:
+        return ""
+    return (f" (asked {train['batch_asked']}: a batch is at most a sixteenth of the training "
+            f"beats, at least 16, so a short recording still gets 16 optimiser steps an epoch)")
+
+
+def _method_line(method, params):
+    rate = params["rate"]
+    if method == "blog":
+        return (f"- segmentation: the blog's method (Ricker width {params['ricker_width']}, "
+                f"gate window {params['window']}, kept lengths {params['min_length']}.."
+                f"{params['max_length']} samples), rows of {params['width']} samples")
+    return (f"- detection: adaptive thresholds after Pan & Tompkins (1985) with Hamilton & "
+            f"Tompkins' search-back (1986): Ricker band-pass ({params['ricker_width']} taps), "
+            f"{params['integration'] / rate * 1000:.0f} ms energy window, "
+            f"{params['refractory'] / rate * 1000:.0f} ms refractory period; each beat a row of "
+            f"{params['width']} samples from {params['before'] / rate:.2f} s before to "
+            f"{params['after'] / rate:.2f} s after its R peak, zero-padded")
+
+
+def _accuracy_lines(accuracy):
+    a = accuracy
+    lines = [
+        "",
+        f"## Beat detection against {a['reference']}",
+        "",
+        f"AAMI EC57 style: beat annotations only, a detection matches within "
+        f"±{a['tolerance_ms']:.0f} ms one-to-one, the first and last {a['margin_s']:g} s "
+        f"not scored.",
+        "",
+        "| sensitivity | positive predictivity | F1 | TP | FP | FN |",
+        "|---|---|---|---|---|---|",
+        f"| {a['sensitivity'] * 100:.2f} % | {a['ppv'] * 100:.2f} % | {a['f1'] * 100:.2f} % | "
+        f"{a['tp']} | {a['fp']} | {a['fn']} |",
+        "",
+        "| class | meaning | reference beats | found | sensitivity |",
+        "|---|---|---|---|---|",
+    ]
+    for c in a["classes"]:
+        sens = c["found"] / c["beats"] * 100 if c["beats"] else float("nan")
+        lines.append(f"| {c['symbol']} | {BEAT_CLASSES.get(c['symbol'], '')} | {c['beats']} | "
+                     f"{c['found']} | {sens:.2f} % |")
+    return lines
+
+
+def write_report(path, *, source, params, method, stages, counts, accuracy, outliers, plots,
+                 train, hand_offs, units):
+    rate = params["rate"]
     lines = [
         "# zerohop ECG pipeline report",
         "",
-        f"- input: {source}",
-        f"- sampling rate: {params['rate']:g} Hz; Ricker width {params['ricker_width']}, "
-        f"gate window {params['window']}, kept lengths {params['min_length']}..{params['max_length']}, "
-        f"beat width {params['width']} samples",
-        f"- samples: {counts['samples']:,}; gates: {counts['gates']:,}; beats kept: "
-        f"{counts['beats']:,} ({counts['pruned_percent']:.1f} % of segments pruned)",
-        f"- LightVAE: {train['epochs']} epochs, batch {train['batch_size']}, final training loss "
-        f"{train['final_loss']:.5f}, test loss {train['test_loss']:.5f} ({train['device']})",
+        f"- input: {source}; {counts['samples']:,} samples at {rate:g} Hz "
+        f"({counts['samples'] / rate / 60:.1f} min), amplitude in {units or 'unstated units'}",
+        _method_line(method, params),
+        f"- beats: {counts['detected']:,} detected (median {counts['bpm']:.0f} bpm), "
+        f"{counts['beats']:,} rows for the model; {counts['edge_dropped']} too close to the "
+        f"recording's ends for a full window",
+        f"- LightVAE: {train['epochs']} epochs, batch {train['batch_size']}{_batch_note(train)}, "
+        f"final training loss {train['final_loss']:.5f}, test loss {train['test_loss']:.5f} "
+        f"({train['device']}, {train['threads']} CPU thread(s))",
+    ]
+    if accuracy is not None:
+        lines += _accuracy_lines(accuracy)
+    lines += [
         "",
         "## Stages",
         "",
@@ -41,27 +106,19 @@ def write_report(path, *, source, params, stages, counts, accuracy, outliers, pl
     ]
     for label, address, same in hand_offs:
         lines.append(f"| {label} | 0x{address:x} | {'yes' if same else 'NO'} |")
-    if accuracy is not None:
-        lines += [
-            "",
-            "## Beat detection against the synthetic ground truth",
-            "",
-            f"- sensitivity {accuracy['sensitivity'] * 100:.2f} %, positive predictive value "
-            f"{accuracy['ppv'] * 100:.2f} % (tolerance {accuracy['tolerance_ms']:.0f} ms; "
-            f"TP {accuracy['tp']}, FP {accuracy['fp']}, FN {accuracy['fn']})",
-        ]
     lines += [
         "",
         "## Most outlying beats (highest reconstruction error)",
         "",
-        "| rank | beat | start sample | time (s) | length | reconstruction error |",
-        "|---|---|---|---|---|---|",
+        "| rank | beat | R peak (sample) | time (s) | reconstruction error |",
+        "|---|---|---|---|---|",
     ]
     for rank, row in enumerate(outliers, 1):
-        lines.append(f"| {rank} | {row['beat']} | {row['start']} | {row['time']:.2f} | "
-                     f"{row['length']} | {row['error']:.5f} |")
-    lines += ["", "## Figures", ""]
-    for name, png in plots.items():
-        lines += [f"### {name.replace('_', ' ')}", "", f"![{name}]({png.name})", ""]
+        lines.append(f"| {rank} | {row['beat']} | {row['peak']} | {row['time']:.2f} | "
+                     f"{row['error']:.5f} |")
+    if plots:
+        lines += ["", "## Figures", ""]
+        for name, png in plots.items():
+            lines += [f"### {name.replace('_', ' ')}", "", f"![{name}]({png.name})", ""]
     path.write_text("\n".join(lines) + "\n")
     return path

@@ -3,6 +3,7 @@ power-of-two width: three conv + swish + fixed [1, 2, 1] stride-2 downsampling s
 2-d latent (mean over length of two conv heads), and a mirrored decoder."""
 
 import math
+import os
 import sys
 import time
 
@@ -86,15 +87,42 @@ def _progress(epoch, epochs, loss, started, stream=sys.stderr):
     stream.flush()
 
 
+def training_threads(requested=None):
+    """CPU threads for training: `requested`, else the cores this process may use less the
+    ones other work keeps busy (the 1-minute load average), at least one. The model is small:
+    threads that must share cores with other work wait on each other (measured on a 2-core
+    machine during a build: 6× slower than one thread), while idle cores do help."""
+    if requested is not None:
+        return max(1, int(requested))
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        cores = os.cpu_count() or 1
+    busy = int(os.getloadavg()[0]) if hasattr(os, "getloadavg") else 0
+    return max(1, min(cores - busy, 8))
+
+
 def train(beats, *, epochs=30, batch_size=1024, lr=1e-3, seed=42, device="cpu",
-          progress=True):
+          progress=True, threads=None):
     """Trains on 75 % of `beats` (n, width) and tests on the rest. Beats are scaled by one
     global factor (their standard deviation) so the KL term does not collapse the latent.
     The batch shrinks to a sixteenth of the training set when that is smaller, so a short
     recording still gets enough optimiser steps.
 
     Returns a dict: model, scale, train_idx, test_idx, losses (per epoch), test_loss,
-    batch_size (the one used)."""
+    batch_size (the one used), threads (CPU threads used, see `training_threads`)."""
+    threads = training_threads(threads)
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        result = _train(beats, epochs, batch_size, lr, seed, device, progress)
+    finally:
+        torch.set_num_threads(before)
+    result["threads"] = threads
+    return result
+
+
+def _train(beats, epochs, batch_size, lr, seed, device, progress):
     torch.manual_seed(seed)
     generator = torch.Generator().manual_seed(seed)
     n, width = beats.shape

@@ -49,12 +49,11 @@ pub fn segment_adaptive_cuda(
     // Downloads wait for the stream, so nothing queued still reads what they return.
     let gates: Vec<i64> = download(device, ptr(&gate_indices), total, stream)?;
     let values: Vec<f32> = download(device, ptr(&values), total, stream)?;
-    // As on the CPU: a silent stretch (zero energy) is a maximum of nothing.
     let cands: Vec<(usize, f32)> = gates
         .iter()
         .zip(&values)
         .map(|(&g, &v)| (g as usize + shift, v))
-        .filter(|&(_, v)| v > 0.0)
+        .filter(|&(pos, v)| p.is_candidate(pos, v))
         .collect();
     laps.lap("candidates")?;
 

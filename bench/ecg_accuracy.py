@@ -1,0 +1,108 @@
+"""Beat detection side by side: zerohop (adaptive and the blog's method) against neurokit2's
+`ecg_peaks` (its default method), on MIT-BIH record 100 with its reference annotations and on
+synthetic sweeps from 30 to 240 bpm (10 % ectopic beats, baseline wander, 0.05 mV noise).
+
+Scored AAMI EC57-style: beat annotations only, ±150 ms, one-to-one, the first and last 5 s not
+scored. Prints Se, +P, F1 and seconds per input and method, then the goal check: zerohop's F1
+at least neurokit2's on every input, and at least 10× its speed. neurokit2 is installed for the
+bench only (requirements-bench.txt).
+
+    python bench/ecg_accuracy.py [--out bench/results/ecg_accuracy.md] [--minutes 10]
+"""
+
+import argparse
+import os
+import platform
+import time
+from datetime import date
+
+import numpy as np
+
+import zerohop.ecg as ecg
+from benchlib import emit
+
+TOLERANCE_S, MARGIN_S = 0.150, 5.0
+
+
+def score(peaks, truth, rate, samples):
+    sens, ppv, tp, fp, fn = ecg.score(list(map(float, peaks)), list(map(int, truth)),
+                                      TOLERANCE_S * rate, int(MARGIN_S * rate), samples)
+    return sens, ppv, 2 * tp / max(1, 2 * tp + fp + fn)
+
+
+def timed(fn, repeat=3):
+    """The best of `repeat` wall times and the last result."""
+    best, result = float("inf"), None
+    for _ in range(repeat):
+        started = time.perf_counter()
+        result = fn()
+        best = min(best, time.perf_counter() - started)
+    return best, result
+
+
+def detectors():
+    import neurokit2 as nk
+
+    def zerohop_method(method):
+        return lambda signal, rate: np.from_dlpack(
+            ecg.segment(signal, rate, method=method)["r_peaks"])
+
+    def neurokit(signal, rate):
+        _, info = nk.ecg_peaks(np.asarray(signal, dtype=np.float64), sampling_rate=int(rate))
+        return np.asarray(info["ECG_R_Peaks"])
+
+    return {"zerohop adaptive": zerohop_method("adaptive"), "zerohop blog": zerohop_method("blog"),
+            "neurokit2 ecg_peaks": neurokit}
+
+
+def inputs(minutes):
+    table, header = ecg.read_wfdb(ecg.RECORD_100)
+    ann = ecg.read_annotations(f"{ecg.RECORD_100}.atr")
+    beats = np.asarray(ann["sample"])[np.asarray(ann["is_beat"], dtype=bool)]
+    yield "MIT-BIH 100 (MLII, 30 min)", np.from_dlpack(table["MLII"]), header["rate"], beats
+    rate = 360.0
+    for bpm in range(30, 250, 10):
+        signal, peaks, _ = ecg.synthesize(minutes * 60.0, rate=rate, heart_rate=bpm,
+                                          ectopic=0.1, noise_mv=0.05, wander_mv=0.1, seed=bpm)
+        yield f"synthetic {bpm} bpm", np.from_dlpack(signal), rate, np.from_dlpack(peaks)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out")
+    parser.add_argument("--minutes", type=float, default=10.0)
+    args = parser.parse_args()
+    methods = detectors()
+    lines = [
+        f"Beat detection side by side ({date.today()}, {platform.processor() or platform.machine()}, "
+        f"{os.cpu_count()} cores); seconds are the best of 3 runs.",
+        "",
+        "| input | " + " | ".join(f"{m} Se / +P / F1 | {m} s" for m in methods) + " |",
+        "|---|" + "---|---|" * len(methods),
+    ]
+    worst_f1_margin, worst_speedup = float("inf"), float("inf")
+    for name, signal, rate, truth in inputs(args.minutes):
+        cells, f1s, seconds = [], {}, {}
+        for method, detect in methods.items():
+            took, peaks = timed(lambda: detect(signal, rate))
+            se, ppv, f1 = score(peaks, truth, rate, len(signal))
+            f1s[method], seconds[method] = f1, took
+            cells += [f"{se * 100:.2f} / {ppv * 100:.2f} / {f1 * 100:.2f}", f"{took:.3f}"]
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+        worst_f1_margin = min(worst_f1_margin,
+                              f1s["zerohop adaptive"] - f1s["neurokit2 ecg_peaks"])
+        worst_speedup = min(worst_speedup,
+                            seconds["neurokit2 ecg_peaks"] / seconds["zerohop adaptive"])
+        print(lines[-1], flush=True)
+    lines += [
+        "",
+        f"Goal (zerohop adaptive against neurokit2): F1 at least neurokit2's on every input "
+        f"(smallest margin {worst_f1_margin * 100:+.2f} points: "
+        f"{'met' if worst_f1_margin >= 0 else 'missed'}); at least 10× its speed (slowest "
+        f"ratio {worst_speedup:.1f}×: {'met' if worst_speedup >= 10 else 'missed'}).",
+    ]
+    emit(lines, args.out)
+
+
+if __name__ == "__main__":
+    main()

@@ -23,7 +23,24 @@ class CopyWarning(UserWarning):
     """zerohop made a copy because the caller allowed one (copy=True or materialize=...)."""
 
 
+#: Submodules reachable as attributes (``zerohop.memory`` after ``import zerohop``), imported
+#: on first use so that ``import zerohop`` stays fast and never imports torch.
+_SUBMODULES = ("cuda", "ecg", "memory", "tour")
+
+
+def __getattr__(name):
+    if name in _SUBMODULES:
+        import importlib
+
+        return importlib.import_module(f"{__name__}.{name}")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted([*globals(), *_SUBMODULES])
+
+
 __all__ = [
     "CopyWarning", "DLPACK_VERSION", "OutOfMemoryError", "Table", "Tensor", "__version__",
-    "from_arrow", "from_dlpack", "zeros",
+    "cuda", "ecg", "from_arrow", "from_dlpack", "memory", "zeros",
 ]

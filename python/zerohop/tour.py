@@ -1,5 +1,5 @@
-"""A short tour of zero-copy hand-offs: `python -m zerohop.tour` (what `make demo` runs until
-the ECG pipeline lands). Every step prints the address of the data, which never changes."""
+"""A short tour of zero-copy hand-offs: `python -m zerohop.tour`. Every step prints the address
+of the data, which never changes."""
 
 import sys
 
@@ -38,9 +38,11 @@ def main() -> int:
         x = hand_off("torch.from_dlpack(zerohop)", torch.from_dlpack(t))
         x.mul_(10)  # written in place, seen by every other view
         source = x
+        done = "after torch's in-place x10"
     except ImportError:
         print("  (torch not installed: skipped)")
         source = t
+        done = "(torch not installed, so not multiplied)"
     try:
         import jax.numpy as jnp
 
@@ -51,7 +53,7 @@ def main() -> int:
     back = hand_off("numpy.from_dlpack(...)", np.from_dlpack(source))
 
     addresses = {_address(obj) for _, obj in steps}
-    print(f"  values after torch's in-place x10: {back.ravel().tolist()}")
+    print(f"  values {done}: {back.ravel().tolist()}")
     print(f"  distinct data addresses across {len(steps)} hand-offs: {len(addresses)}")
 
     print("2. Non-contiguous: a transposed, stepped view keeps its strides")

@@ -1,0 +1,41 @@
+"""The package as a user meets it: submodules reachable from `import zerohop`, lazily (no torch
+imported by `import zerohop` or `zerohop.ecg`), and the tour's honest output without torch."""
+
+import subprocess
+import sys
+
+import zerohop
+
+
+def run(code):
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          check=True).stdout.strip()
+
+
+def test_submodules_are_attributes_of_the_package():
+    for name in ("memory", "cuda", "ecg", "tour"):
+        assert getattr(zerohop, name).__name__ == f"zerohop.{name}"
+        assert name in dir(zerohop)
+    assert zerohop.memory.System is not None
+
+
+def test_a_missing_attribute_is_an_attribute_error():
+    try:
+        zerohop.nonexistent
+    except AttributeError as err:
+        assert "nonexistent" in str(err)
+    else:
+        raise AssertionError("no AttributeError")
+
+
+def test_importing_zerohop_and_its_submodules_never_imports_torch():
+    code = ("import sys, zerohop; loaded = 'zerohop.memory' in sys.modules; zerohop.ecg; "
+            "zerohop.memory; print(loaded, 'torch' in sys.modules)")
+    assert run(code) == "False False"
+
+
+def test_the_tour_does_not_claim_torch_ran_without_torch():
+    code = ("import sys; sys.modules['torch'] = None; import zerohop.tour as t; t.main()")
+    out = run(code)
+    assert "torch not installed, so not multiplied" in out
+    assert "x10" not in out

@@ -21,14 +21,16 @@ export PYTHONPATH=/tmp/zerohop-site
   $PY -c 'import zerohop, zerohop.cuda as c; print("zerohop", zerohop.__version__, "cuda available:", c.is_available(), "devices:", c.device_count())'
   $PY -c 'import importlib; [print(m, getattr(importlib.import_module(m), "__version__", "?")) for m in ("pyarrow", "polars", "numba.cuda") if importlib.util.find_spec(m.split(".")[0])]' || true
 } 2>&1 | tee "$OUT/device.txt"
-# The suites run from a copy of tests/ so the repository's python/ folder is not imported.
-rm -rf /tmp/zerohop-tests && cp -r tests /tmp/zerohop-tests
+# The suites run from a copy of tests/ (with docs/, which a test checks against) so the
+# repository's python/ folder is not imported.
+rm -rf /tmp/zerohop-run && mkdir -p /tmp/zerohop-run && cp -r tests docs /tmp/zerohop-run/
+T=/tmp/zerohop-run/tests
 status=0
-$PY -m pytest -q -rs -s -p no:cacheprovider /tmp/zerohop-tests/gpu 2>&1 | tee "$OUT/pytest-gpu.log" || status=1
+$PY -m pytest -q -rs -s -p no:cacheprovider $T/gpu 2>&1 | tee "$OUT/pytest-gpu.log" || status=1
 # QUICK=1: the GPU suite only (iterating on GPU code).
 [ "${QUICK:-0}" = 1 ] && exit $status
-$PY -m pytest -q -p no:cacheprovider /tmp/zerohop-tests -k "not lifetimes and not ecg" \
-  --ignore=/tmp/zerohop-tests/gpu 2>&1 | tail -15 | tee "$OUT/pytest-cpu.log" || status=1
+$PY -m pytest -q -p no:cacheprovider $T -k "not lifetimes and not ecg" \
+  --ignore=$T/gpu 2>&1 | tail -15 | tee "$OUT/pytest-cpu.log" || status=1
 $PY bench/gpu_dlpack.py --out "$OUT/gpu_dlpack.md" 2>&1 | tee "$OUT/bench.log" || status=1
 $PY bench/ecg_pipeline_gpu.py --out "$OUT/ecg_pipeline_gpu.md" 2>&1 | tail -25 | tee "$OUT/ecg-bench.log" || status=1
 # The flagship job on the GPU (plots only where matplotlib is installed).

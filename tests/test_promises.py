@@ -133,8 +133,13 @@ def test_consumers_that_honour_the_flag_share_readonly_tables(consumer):
             np.from_dlpack(x)[0, 0] = 42
 
 
+def on_cpu(array):
+    """JAX puts arrays on its default device, a GPU where there is one."""
+    return jax.device_put(array, jax.devices("cpu")[0])
+
+
 def test_legacy_capsules_import_readonly_so_immutable_jax_data_stays_immutable():
-    j = jnp.arange(4.0, dtype=jnp.float32)
+    j = on_cpu(jnp.arange(4.0, dtype=jnp.float32))
     z = zerohop.from_dlpack(j)
     assert z.readonly, "JAX speaks legacy DLPack: nothing says its memory may be written"
     assert z.data_ptr == j.unsafe_buffer_pointer()
@@ -156,7 +161,7 @@ def test_torch_from_dlpack_refuses_readonly_zerohop_tensors():
 
 def test_numpy_sees_the_same_writeability_through_zerohop_as_directly():
     # NumPy's own test_dlpack.py::test_writeable, with zerohop in the chain.
-    j = jnp.arange(3.0)
+    j = on_cpu(jnp.arange(3.0))
     assert np.from_dlpack(j).flags.writeable == np.from_dlpack(zerohop.from_dlpack(j)).flags.writeable
     a = np.arange(3.0)
     assert np.from_dlpack(zerohop.from_dlpack(a)).flags.writeable

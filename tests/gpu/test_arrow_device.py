@@ -54,8 +54,9 @@ def test_cuda_tables_round_trip_through_device_capsules_by_pointer():
     assert back.storage == "device"
     assert back["x"].data_ptr == x.data_ptr and back["x"].device == "cuda:0"
     assert back["v"].data_ptr == v.data_ptr and back["v"].shape == (1024, 3)
-    assert torch.from_dlpack(back["x"]).sum().item() == sum(range(1024))
-    (xt,) = back.tensors(["x"], "torch")
+    # Arrow data is immutable and torch ignores read-only: sharing is the caller's word.
+    assert back.column("x", "torch", share_readonly=True).sum().item() == sum(range(1024))
+    (xt,) = back.tensors(["x"], "torch", share_readonly=True)
     assert xt.data_ptr() == x.data_ptr and xt.is_cuda
     with pytest.raises(BufferError, match="device"):
         pa.table(table)  # host capsules of device data are refused, not faked
@@ -111,7 +112,7 @@ def test_the_sync_event_orders_the_consumer_after_the_producer():
 
     imported = zerohop.from_arrow(Producer())
     with torch.cuda.stream(consumer):
-        seen = torch.from_dlpack(imported["x"]).sum()
+        seen = imported.column("x", "torch", share_readonly=True).sum()
     consumer.synchronize()
     assert seen.item() == n
     del t, xt, imported

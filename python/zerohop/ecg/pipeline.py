@@ -161,8 +161,17 @@ def run(config: Config, say=print) -> Result:
             copied = data.samples * 4 if name == "host→device" else 0
             stages.append((name, seconds, copied))
         beats, params = seg["beats"], seg["params"]
-        host = (lambda name: torch.from_dlpack(seg[name]).cpu().numpy()) if on_gpu else (
-            lambda name: np.from_dlpack(seg[name]))  # zero-copy NumPy views on the CPU
+        moved_to_host = []
+
+        def host(name):
+            """A stage output as NumPy: a zero-copy view on the CPU; on the GPU an explicit
+            copy, counted in the report (only what the report and figures read)."""
+            if not on_gpu:
+                return np.from_dlpack(seg[name])
+            array = torch.from_dlpack(seg[name]).cpu().numpy()
+            moved_to_host.append(array.nbytes)
+            return array
+
         r_peaks = host("r_peaks")
         bpm = _check_detection(r_peaks, data.description, rate)
         n_beats = beats.shape[0]
@@ -228,6 +237,9 @@ def run(config: Config, say=print) -> Result:
                 decoded=decoded, grid=grid)
             stage("plots (matplotlib)", begun)
 
+        if moved_to_host:
+            stages.append(("stage outputs device → host for the report and figures (explicit "
+                           "copies)", 0.0, sum(moved_to_host)))
         from .report import write_report
 
         report = write_report(

@@ -13,6 +13,7 @@ mod memory;
 mod numpy_hook;
 mod owner;
 mod pickle;
+mod pickle_cuda;
 mod python_stack;
 mod table;
 mod tensor;

@@ -11,7 +11,8 @@
 //! Every reduce returns `(rebuild, (FORMAT, state, data))`; the rebuild functions check every
 //! value of `state` and `data` against each other before building a view, so a truncated or
 //! tampered pickle is a Python exception, never a view past the end of a buffer.
-//! Device memory is refused: zerohop never copies it to the host behind the caller's back.
+//! CUDA tensors travel by CUDA IPC (`pickle_cuda`): a handle to the same device memory.
+//! Other device data is refused: zerohop never copies it to the host behind the caller's back.
 
 use std::ptr::NonNull;
 use std::sync::Arc;
@@ -155,6 +156,9 @@ pub fn reduce_tensor<'py>(
     let py = tensor.py();
     let t = tensor.get();
     let device = t.view.device();
+    if device.kind == zerohop::DeviceKind::Cuda {
+        return reduce_cuda_tensor(py, t);
+    }
     if !device.is_host_accessible() {
         return Err(refuse_device(
             "zerohop.Tensor",
@@ -219,6 +223,42 @@ pub fn reduce_tensor<'py>(
             PyTuple::new(
                 py,
                 [FORMAT.into_pyobject(py)?.into_any(), state.into_any(), data],
+            )?
+            .into_any(),
+        ],
+    )
+}
+
+/// A CUDA tensor's reduce: its span by CUDA IPC (a handle, never the bytes).
+fn reduce_cuda_tensor<'py>(py: Python<'py>, t: &PyTensor) -> PyResult<Bound<'py, PyTuple>> {
+    let view = &t.view;
+    let (offset, len) = span(view.shape(), view.strides(), view.dtype().itemsize())
+        .ok_or_else(|| PyValueError::new_err("this tensor's layout has no byte span"))?;
+    let (offset, len) = (offset as usize, len as usize);
+    let state = PyDict::new(py);
+    state.set_item("dtype", view.dtype().to_string())?;
+    state.set_item("shape", PyTuple::new(py, view.shape())?)?;
+    state.set_item("strides", PyTuple::new(py, view.strides())?)?;
+    state.set_item("offset", offset)?;
+    state.set_item("nbytes", len)?;
+    state.set_item("readonly", view.is_readonly())?;
+    state.set_item("is_copied", t.is_copied)?;
+    let start = view.data_ptr().wrapping_sub(offset);
+    state.set_item(
+        "cuda_ipc",
+        crate::pickle_cuda::export_state(py, t, start as usize, len.max(1))?,
+    )?;
+    PyTuple::new(
+        py,
+        [
+            rebuild_fn(py, "_rebuild_tensor")?,
+            PyTuple::new(
+                py,
+                [
+                    FORMAT.into_pyobject(py)?.into_any(),
+                    state.into_any(),
+                    py.None().into_bound(py),
+                ],
             )?
             .into_any(),
         ],
@@ -547,6 +587,21 @@ fn _rebuild_tensor(
             "pickled tensor: shape {shape:?}, strides {strides:?} of {dtype} at byte {offset} \
              reach outside its {nbytes}-byte buffer"
         )));
+    }
+    if let Some(handle) = state.get_item("cuda_ipc")? {
+        let handle = handle
+            .cast::<PyDict>()
+            .map_err(|_| PyTypeError::new_err("pickled tensor: 'cuda_ipc' is not a dict"))?;
+        return crate::pickle_cuda::rebuild(
+            handle,
+            dtype,
+            shape,
+            strides,
+            offset,
+            nbytes.max(1),
+            readonly,
+            is_copied,
+        );
     }
     let Received {
         buffer, writable, ..

@@ -14,6 +14,7 @@ use cudarc::driver::{result, sys};
 use crate::error::{Error, Result};
 use crate::memory::Stream;
 
+pub mod ipc;
 mod resources;
 pub use resources::{
     CudaAsyncResource, CudaDeviceResource, CudaManagedResource, CudaPinnedResource, CUDA_ALIGNMENT,

@@ -1,0 +1,162 @@
+"""A tensor handed to another process, side by side in one run: zerohop (shared memory: the
+pickle holds a handle), torch.multiprocessing (shared-memory file descriptors), and plain
+pickle of a NumPy array (the bytes go through the pipe); with --cuda, zerohop's CUDA IPC
+against torch.multiprocessing's CUDA tensors.
+
+Each hand-off is a round trip over a multiprocessing pipe to a long-lived consumer process:
+send the object, the consumer unpickles it and reads its first and last elements, and answers.
+Prints µs per hand-off (median of `--repeat`) for 1 MiB to 1 GiB; the goal is zerohop at or
+below torch.multiprocessing at every size, and flat in size (no copy).
+
+    python bench/ipc.py [--cuda] [--max-mib 1024] [--out bench/results/ipc.md]
+"""
+
+import argparse
+import os
+import platform
+import statistics
+import sys
+import time
+from datetime import date
+
+import numpy as np
+
+from benchlib import emit
+
+
+def consumer(conn, kind):
+    """Receives objects until None; answers with the first and last element it reads."""
+    if kind.startswith("torch"):
+        import torch.multiprocessing  # noqa: F401 - installs torch's reducers
+    import zerohop  # noqa: F401 - the rebuild functions
+
+    while True:
+        obj = conn.recv()
+        if obj is None:
+            return
+        if kind == "zerohop-cuda":
+            import torch
+
+            x = torch.from_dlpack(obj)
+            conn.send((float(x[0]), float(x[-1])))
+        elif kind == "torch-cuda":
+            conn.send((float(obj[0]), float(obj[-1])))
+        else:
+            a = np.from_dlpack(obj) if hasattr(obj, "__dlpack__") else np.asarray(obj)
+            conn.send((float(a[0]), float(a[-1])))
+        del obj
+
+
+def producers(cuda):
+    import torch
+
+    import zerohop
+    import zerohop.memory as zm
+
+    shared = zm.Shared()
+
+    def zerohop_shared(n):
+        zm.set_current(shared)
+        try:
+            t = zerohop.zeros((n,), "float32")
+        finally:
+            zm.reset_current()
+        np.from_dlpack(t)[-1] = 1.0
+        return t
+
+    def torch_shared(n):
+        t = torch.zeros(n)
+        t[-1] = 1.0
+        return t.share_memory_()
+
+    def numpy_pickle(n):
+        a = np.zeros(n, np.float32)
+        a[-1] = 1.0
+        return a
+
+    if not cuda:
+        return {"zerohop (Shared, handle)": ("zerohop", zerohop_shared),
+                "torch.multiprocessing (shm fd)": ("torch", torch_shared),
+                "pickle of NumPy (bytes)": ("numpy", numpy_pickle)}
+
+    def zerohop_cuda(n):
+        t = torch.zeros(n, device="cuda")
+        t[-1] = 1.0
+        torch.cuda.synchronize()
+        return zerohop.from_dlpack(t)
+
+    def torch_cuda(n):
+        t = torch.zeros(n, device="cuda")
+        t[-1] = 1.0
+        torch.cuda.synchronize()
+        return t
+
+    return {"zerohop (CUDA IPC)": ("zerohop-cuda", zerohop_cuda),
+            "torch.multiprocessing (CUDA)": ("torch-cuda", torch_cuda)}
+
+
+def measure(kind, make, sizes, repeat):
+    import torch.multiprocessing as tmp
+
+    ctx = tmp.get_context("spawn")
+    parent, child = ctx.Pipe()
+    process = ctx.Process(target=consumer, args=(child, kind))
+    process.start()
+    results = {}
+    try:
+        for nbytes in sizes:
+            obj = make(nbytes // 4)
+            times = []
+            for _ in range(repeat + 1):                   # the first round trip warms up
+                started = time.perf_counter()
+                parent.send(obj)
+                first, last = parent.recv()
+                times.append(time.perf_counter() - started)
+                assert last == 1.0, (kind, nbytes, first, last)
+            results[nbytes] = statistics.median(times[1:]) * 1e6
+            del obj
+    finally:
+        parent.send(None)
+        process.join(timeout=60)
+    return results
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--cuda", action="store_true", help="CUDA IPC instead of host memory")
+    parser.add_argument("--max-mib", type=int, default=1024)
+    parser.add_argument("--repeat", type=int, default=9)
+    parser.add_argument("--out")
+    args = parser.parse_args()
+    sizes = [1 << 20 << k for k in range(0, 11) if (1 << k) <= args.max_mib]
+    columns = {name: measure(kind, make, sizes, args.repeat)
+               for name, (kind, make) in producers(args.cuda).items()}
+    names = list(columns)
+    where = (f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
+             f"Python {sys.version.split()[0]}")
+    lines = [
+        f"# A tensor handed to another process ({'CUDA' if args.cuda else 'host'}), µs per "
+        f"round trip (median of {args.repeat})",
+        "",
+        f"- date: {date.today()}; {where}",
+        "",
+        "| size | " + " | ".join(names) + f" | {names[0]} / {names[1]} |",
+        "|---|" + "---|" * (len(names) + 1),
+    ]
+    for nbytes in sizes:
+        row = [f"{columns[n][nbytes]:.0f}" for n in names]
+        ratio = columns[names[0]][nbytes] / columns[names[1]][nbytes]
+        lines.append(f"| {nbytes >> 20} MiB | " + " | ".join(row) + f" | {ratio:.2f}× |")
+    first, last = (columns[names[0]][s] for s in (sizes[0], sizes[-1]))
+    worst = max(columns[names[0]][s] / columns[names[1]][s] for s in sizes)
+    lines += [
+        "",
+        f"zerohop from {sizes[0] >> 20} MiB to {sizes[-1] >> 20} MiB: {first:.0f} → {last:.0f} "
+        f"µs ({last / first:.2f}×, flat means no copy); worst ratio to {names[1]}: "
+        f"{worst:.2f}× (goal ≤ 1: {'met' if worst <= 1.0 else 'missed'}).",
+    ]
+    emit(lines, args.out)
+
+
+if __name__ == "__main__":
+    main()

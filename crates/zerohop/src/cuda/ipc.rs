@@ -1,0 +1,238 @@
+//! CUDA IPC: device memory handed to another process on the same machine without a copy, and
+//! an interprocess event that orders the consumer after the producer's stream.
+//!
+//! A handle names a whole allocation (`cuIpcGetMemHandle` on its base), so a tensor inside a
+//! pool chunk travels as the chunk's handle and an offset. Memory from stream-ordered pools
+//! (`cuMemAllocAsync`) has no such handle; exporting it is refused. The producer must keep the
+//! memory (and the event) alive until the consumer has opened them: a handle does not hold
+//! the allocation, and opening one whose producer freed the memory or exited fails cleanly.
+
+use cudarc::driver::{result, sys};
+
+use super::{bind, device_count, driver_error, stream_handle};
+use crate::error::{Error, Result};
+use crate::memory::Stream;
+
+/// Bytes of a CUDA IPC memory or event handle.
+pub const HANDLE_BYTES: usize = 64;
+
+fn refused(reason: impl Into<String>) -> Error {
+    Error::InvalidArgument {
+        what: "CUDA IPC".into(),
+        reason: reason.into(),
+    }
+}
+
+/// What another process needs to map `bytes` at `offset` into an allocation of a device,
+/// after waiting on `event`. Plain data: it pickles as bytes and integers.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct IpcHandle {
+    pub memory: [u8; HANDLE_BYTES],
+    pub event: [u8; HANDLE_BYTES],
+    pub offset: usize,
+    pub bytes: usize,
+    /// The device's UUID: ordinals differ between processes (CUDA_VISIBLE_DEVICES).
+    pub device_uuid: [u8; 16],
+    /// The exporting process, which cannot open its own handles.
+    pub pid: u32,
+}
+
+/// The producer's side of an export: the interprocess event, destroyed on drop. Keep it (and
+/// the memory) alive until the consumer has opened the handle.
+pub struct ExportedEvent {
+    device: i32,
+    event: sys::CUevent,
+}
+
+// SAFETY: a CUevent is a driver handle usable from any thread once its context is bound;
+// Drop binds the device's primary context first.
+unsafe impl Send for ExportedEvent {}
+// SAFETY: shared references expose nothing.
+unsafe impl Sync for ExportedEvent {}
+
+impl Drop for ExportedEvent {
+    fn drop(&mut self) {
+        if bind(self.device).is_ok() {
+            // SAFETY: created in `export`, destroyed once; a consumer's opened copy is its own.
+            let _ = unsafe { sys::cuEventDestroy_v2(self.event).result() };
+        }
+    }
+}
+
+fn device_uuid(device: i32) -> Result<[u8; 16]> {
+    let dev = result::device::get(device).map_err(|e| driver_error("device", e))?;
+    let uuid = result::device::get_uuid(dev).map_err(|e| driver_error("device UUID", e))?;
+    Ok(uuid.bytes.map(|b| b as u8))
+}
+
+/// Exports `bytes` at `ptr` on `device`, ordered after the work queued on `stream`.
+///
+/// # Safety
+/// `ptr..ptr + bytes` must be live device memory of `device`, and `stream` a valid stream
+/// handle of its primary context (or 1/2 for the default streams).
+pub unsafe fn export(
+    device: i32,
+    ptr: usize,
+    bytes: usize,
+    stream: Stream,
+) -> Result<(IpcHandle, ExportedEvent)> {
+    bind(device)?;
+    let (mut base, mut size): (sys::CUdeviceptr, usize) = (0, 0);
+    // SAFETY: writes two values; the driver validates the pointer.
+    unsafe { sys::cuMemGetAddressRange_v2(&mut base, &mut size, ptr as sys::CUdeviceptr) }
+        .result()
+        .map_err(|e| driver_error(&format!("address range of 0x{ptr:x}"), e))?;
+    let offset = ptr - base as usize;
+    if offset.checked_add(bytes).is_none_or(|end| end > size) {
+        return Err(refused(format!(
+            "{bytes} bytes at 0x{ptr:x} run past their allocation ({size} bytes at 0x{base:x})"
+        )));
+    }
+    let mut memory = sys::CUipcMemHandle {
+        reserved: [0; HANDLE_BYTES],
+    };
+    // SAFETY: `base` is the start of a live allocation (just asked); writes the handle.
+    unsafe { sys::cuIpcGetMemHandle(&mut memory, base) }
+        .result()
+        .map_err(|e| {
+            refused(format!(
+                "0x{ptr:x} cannot be shared with another process ({e:?}): memory from \
+                 stream-ordered pools (cuMemAllocAsync, zerohop.memory.CudaAsync) has no IPC \
+                 handle; allocate it with cuMemAlloc (zerohop.memory.CudaDevice, or a Pool \
+                 over it)"
+            ))
+        })?;
+    let flags = sys::CUevent_flags::CU_EVENT_DISABLE_TIMING as u32
+        | sys::CUevent_flags::CU_EVENT_INTERPROCESS as u32;
+    let mut raw: sys::CUevent = std::ptr::null_mut();
+    // SAFETY: writes one event handle in the bound context.
+    unsafe { sys::cuEventCreate(&mut raw, flags) }
+        .result()
+        .map_err(|e| driver_error("interprocess event", e))?;
+    let exported = ExportedEvent { device, event: raw };
+    // SAFETY: a fresh event; the stream is the caller's (see the contract).
+    unsafe { sys::cuEventRecord(raw, stream_handle(stream)) }
+        .result()
+        .map_err(|e| driver_error("event record", e))?;
+    let mut event = sys::CUipcEventHandle {
+        reserved: [0; HANDLE_BYTES],
+    };
+    // SAFETY: an interprocess event of this context; writes the handle.
+    unsafe { sys::cuIpcGetEventHandle(&mut event, raw) }
+        .result()
+        .map_err(|e| driver_error("event handle", e))?;
+    let handle = IpcHandle {
+        memory: memory.reserved.map(|b| b as u8),
+        event: event.reserved.map(|b| b as u8),
+        offset,
+        bytes,
+        device_uuid: device_uuid(device)?,
+        pid: std::process::id(),
+    };
+    Ok((handle, exported))
+}
+
+/// Another process's device memory, mapped here; unmapped on drop.
+pub struct ImportedMemory {
+    device: i32,
+    base: sys::CUdeviceptr,
+    ptr: usize,
+    bytes: usize,
+}
+
+// SAFETY: a mapping of device memory; the driver calls work from any thread once the context
+// is bound, which Drop does.
+unsafe impl Send for ImportedMemory {}
+// SAFETY: shared references only read the addresses.
+unsafe impl Sync for ImportedMemory {}
+
+impl ImportedMemory {
+    pub fn device(&self) -> i32 {
+        self.device
+    }
+    pub fn ptr(&self) -> usize {
+        self.ptr
+    }
+    pub fn bytes(&self) -> usize {
+        self.bytes
+    }
+}
+
+impl Drop for ImportedMemory {
+    fn drop(&mut self) {
+        if bind(self.device).is_ok() {
+            // SAFETY: opened once in `import`, closed once here.
+            let _ = unsafe { sys::cuIpcCloseMemHandle(self.base).result() };
+        }
+    }
+}
+
+/// The local ordinal of the device with `uuid`.
+fn device_with_uuid(uuid: &[u8; 16]) -> Result<i32> {
+    for ordinal in 0..device_count() as i32 {
+        if &device_uuid(ordinal)? == uuid {
+            return Ok(ordinal);
+        }
+    }
+    Err(refused(
+        "the handle is for a GPU this process cannot see (another machine, or hidden by \
+         CUDA_VISIBLE_DEVICES)",
+    ))
+}
+
+/// Maps the memory `handle` names and makes `stream` wait for the producer's event. Fails
+/// cleanly for handles of this process, of a GPU not visible here, or whose producer freed
+/// the memory or exited.
+pub fn import(handle: &IpcHandle, stream: Stream) -> Result<ImportedMemory> {
+    if handle.pid == std::process::id() {
+        return Err(refused(
+            "the handle was made by this process, which cannot open its own handles; use the \
+             tensor itself",
+        ));
+    }
+    let device = device_with_uuid(&handle.device_uuid)?;
+    bind(device)?;
+    let memory = sys::CUipcMemHandle {
+        reserved: handle.memory.map(|b| b as _),
+    };
+    let mut base: sys::CUdeviceptr = 0;
+    // SAFETY: writes one pointer; the driver checks the handle and fails for dead producers.
+    unsafe {
+        sys::cuIpcOpenMemHandle_v2(
+            &mut base,
+            memory,
+            sys::CUipcMem_flags::CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS as u32,
+        )
+    }
+    .result()
+    .map_err(|e| {
+        refused(format!(
+            "the handle could not be opened ({e:?}): its producer (pid {}) freed the memory or \
+             exited",
+            handle.pid
+        ))
+    })?;
+    let imported = ImportedMemory {
+        device,
+        base,
+        ptr: base as usize + handle.offset,
+        bytes: handle.bytes,
+    };
+    let event = sys::CUipcEventHandle {
+        reserved: handle.event.map(|b| b as _),
+    };
+    let mut raw: sys::CUevent = std::ptr::null_mut();
+    // SAFETY: writes one event handle; the driver checks the handle.
+    unsafe { sys::cuIpcOpenEventHandle(&mut raw, event) }
+        .result()
+        .map_err(|e| refused(format!("the producer's event could not be opened ({e:?})")))?;
+    // SAFETY: `raw` was just opened in this context; destroying our copy after queuing the
+    // wait is allowed (the wait holds what it needs).
+    let waited = unsafe {
+        let waited = sys::cuStreamWaitEvent(stream_handle(stream), raw, 0).result();
+        let _ = sys::cuEventDestroy_v2(raw).result();
+        waited
+    };
+    waited.map_err(|e| driver_error("wait for the producer's event", e))?;
+    Ok(imported)
+}

@@ -1,0 +1,97 @@
+"""CUDA tensors across processes by CUDA IPC: the pickle carries a handle (never the bytes),
+the consumer maps the producer's memory (writes are seen both ways), ordered after the
+producer's stream by an interprocess event; bad handles are clear errors. Skipped without a
+GPU."""
+
+import pickle
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+import zerohop
+import zerohop.cuda
+
+torch = pytest.importorskip("torch")
+pytestmark = pytest.mark.skipif(
+    not (zerohop.cuda.is_available() and torch.cuda.is_available()),
+    reason="needs a CUDA GPU and a CUDA build of torch",
+)
+
+CONSUMER = textwrap.dedent("""
+    import pickle, sys, torch, zerohop
+    z = pickle.loads(open(sys.argv[1], "rb").read())
+    x = torch.from_dlpack(z)                  # torch's stream waits for the import's
+    print(z.device, int(x.sum().item()), x.data_ptr() == z.data_ptr)
+    x[0] = -1                                 # the producer sees this
+    torch.cuda.synchronize()
+""")
+
+
+def consume(tmp_path, data):
+    path = tmp_path / "tensor.pickle"
+    path.write_bytes(data)
+    out = subprocess.run([sys.executable, "-c", CONSUMER, str(path)], capture_output=True,
+                         text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    return out.stdout.split()
+
+
+@pytest.mark.parametrize("protocol", [2, 5])
+def test_another_process_maps_the_same_device_memory(tmp_path, protocol):
+    n = 1 << 20
+    t = torch.arange(n, dtype=torch.int64, device="cuda")
+    z = zerohop.from_dlpack(t)
+    data = pickle.dumps(z, protocol=protocol)
+    assert len(data) < 2048, "the pickle holds a handle, not the 8 MiB of data"
+    device, total, same = consume(tmp_path, data)
+    assert device == "cuda:0" and int(total) == n * (n - 1) // 2 and same == "True"
+    assert t[0].item() == -1, "the consumer's write is in the producer's memory"
+
+
+def test_the_consumer_waits_for_the_producers_stream(tmp_path):
+    n = 1 << 22
+    t = torch.zeros(n, dtype=torch.int64, device="cuda")
+    producer = torch.cuda.Stream()
+    with torch.cuda.stream(producer):
+        torch.cuda._sleep(2_000_000_000)      # ~1 s of GPU time before the data is written
+        t.fill_(3)
+    z = zerohop.from_dlpack(t)
+    z.set_stream(producer.cuda_stream)        # the data is produced on `producer`
+    device, total, _ = consume(tmp_path, pickle.dumps(z, protocol=5))
+    assert int(total) == 3 * n, "the consumer read before the producer's stream was done"
+
+
+def test_views_keep_their_offset_and_strides(tmp_path):
+    base = torch.arange(4096, dtype=torch.int64, device="cuda").reshape(64, 64)
+    view = zerohop.from_dlpack(base[8:, ::2])  # an offset into the allocation, strided
+    device, total, _ = consume(tmp_path, pickle.dumps(view, protocol=5))
+    assert int(total) == int(base[8:, ::2].sum().item())
+    assert base[8, 0].item() == -1
+
+
+def test_bad_handles_are_clear_errors(tmp_path):
+    z = zerohop.from_dlpack(torch.ones(1024, device="cuda"))
+    with pytest.raises(ValueError, match="made by this process"):
+        pickle.loads(pickle.dumps(z))
+    # A producer that exited: its memory is gone.
+    path = tmp_path / "orphan.pickle"
+    subprocess.run([sys.executable, "-c", textwrap.dedent(f"""
+        import pickle, torch, zerohop
+        z = zerohop.from_dlpack(torch.ones(1024, device="cuda"))
+        open({str(path)!r}, "wb").write(pickle.dumps(z))
+    """)], check=True, timeout=120)
+    with pytest.raises(ValueError, match="could not be opened|exited"):
+        pickle.loads(path.read_bytes())
+    # A GPU this process cannot see, and a size that disagrees with the layout.
+    rebuild, (fmt, state, data) = z.__reduce_ex__(5)
+    foreign = dict(state, cuda_ipc=dict(state["cuda_ipc"], device_uuid=b"\0" * 16, pid=1))
+    with pytest.raises(ValueError, match="cannot see"):
+        rebuild(fmt, foreign, data)
+    wrong = dict(state, cuda_ipc=dict(state["cuda_ipc"], bytes=8, pid=1))
+    with pytest.raises(ValueError, match="maps 8 bytes"):
+        rebuild(fmt, wrong, data)
+    short = dict(state, cuda_ipc=dict(state["cuda_ipc"], memory=b"x"))
+    with pytest.raises(ValueError, match="has 1 bytes"):
+        rebuild(fmt, short, data)

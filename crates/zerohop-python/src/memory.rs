@@ -236,7 +236,7 @@ impl PyResource {
     ) -> PyResult<usize> {
         let inner = self.inner.clone();
         // The address crosses the detach as an integer (pointers are not Send).
-        py.detach(move || {
+        crate::python_stack::detach(py, move || {
             inner
                 .allocate(nbytes, align, Stream(stream))
                 .map(|p| p.as_ptr() as usize)

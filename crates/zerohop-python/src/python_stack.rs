@@ -1,6 +1,8 @@
 //! The Python lines behind an allocation, for `Tracking(backtraces=True)` leak reports: a Rust
 //! backtrace alone stops at the binding layer, and a Python user needs their own line.
 
+use std::cell::RefCell;
+
 use pyo3::prelude::*;
 
 /// Frames recorded per allocation, innermost first.
@@ -16,15 +18,33 @@ pub fn install() {
     zerohop::memory::set_allocation_context(python_stack);
 }
 
-/// "file:line in function" per Python frame of the calling thread, innermost first; None on
-/// threads that are not running Python (Rust workers, the GIL released).
+thread_local! {
+    /// The Python lines of a call that released the GIL to allocate (see `detach`).
+    static CAPTURED: RefCell<Option<String>> = const { RefCell::new(None) };
+}
+
+/// `py.detach(f)`, with the calling Python lines kept for the allocations `f` makes when a
+/// tracker records them (they run without the GIL, so they could not read the frames).
+pub fn detach<T: Send>(py: Python<'_>, f: impl FnOnce() -> T + Send) -> T {
+    if !zerohop::memory::contexts_recorded() {
+        return py.detach(f);
+    }
+    let lines = frames(py).ok();
+    CAPTURED.with(|c| *c.borrow_mut() = lines);
+    let result = py.detach(f);
+    CAPTURED.with(|c| c.borrow_mut().take());
+    result
+}
+
+/// "file:line in function" per Python frame of the calling thread, innermost first; the
+/// lines `detach` kept when the thread released the GIL; None on other threads.
 fn python_stack() -> Option<String> {
     // SAFETY: both functions may be called at any time from any thread; PyGILState_Check says
     // whether this thread holds the GIL, so Python is entered only where it already runs and
     // no allocation ever waits for the GIL.
     let attached = unsafe { pyo3::ffi::Py_IsInitialized() != 0 && PyGILState_Check() == 1 };
     if !attached {
-        return None;
+        return CAPTURED.with(|c| c.borrow().clone());
     }
     Python::attach(|py| {
         // An allocation can happen while an exception is being raised: keep it intact.

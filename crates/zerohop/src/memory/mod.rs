@@ -35,7 +35,8 @@ pub use shared::{attach, handle_for, mapped_segments, Attached, SharedHandle, Sh
 pub use stats::{size_bucket, Statistics, StatsResource, HISTOGRAM_BUCKETS};
 pub use system::SystemResource;
 pub use tracking::{
-    set_allocation_context, AllocationContext, InvalidFree, LiveAllocation, TrackingResource,
+    contexts_recorded, set_allocation_context, AllocationContext, InvalidFree, LiveAllocation,
+    TrackingResource,
 };
 
 use crate::device::Device;

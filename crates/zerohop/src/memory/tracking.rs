@@ -4,6 +4,7 @@ use std::backtrace::Backtrace;
 use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::ptr::NonNull;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use super::{MemoryResource, Stream};
@@ -30,6 +31,15 @@ pub struct LiveAllocation {
 pub type AllocationContext = fn() -> Option<String>;
 
 static CONTEXT: OnceLock<AllocationContext> = OnceLock::new();
+
+/// Trackers alive that record contexts (built with backtraces on).
+static RECORDING: AtomicUsize = AtomicUsize::new(0);
+
+/// Whether any live tracker records allocation contexts: a binding layer that must leave its
+/// language's runtime before allocating captures the context first only when one does.
+pub fn contexts_recorded() -> bool {
+    RECORDING.load(Ordering::Relaxed) > 0
+}
 
 /// Installs the process-wide context source that trackers with backtraces on record next to
 /// the Rust backtrace; a Rust backtrace alone names the binding layer, not the caller's line.
@@ -67,6 +77,9 @@ fn thread_name() -> String {
 
 impl TrackingResource {
     pub fn new(upstream: Arc<dyn MemoryResource>, capture_backtraces: bool) -> Self {
+        if capture_backtraces {
+            RECORDING.fetch_add(1, Ordering::Relaxed);
+        }
         TrackingResource {
             upstream,
             capture_backtraces,
@@ -162,6 +175,14 @@ impl TrackingResource {
             }
         }
         out
+    }
+}
+
+impl Drop for TrackingResource {
+    fn drop(&mut self) {
+        if self.capture_backtraces {
+            RECORDING.fetch_sub(1, Ordering::Relaxed);
+        }
     }
 }
 

@@ -23,10 +23,11 @@ export PYTHONPATH=/tmp/zerohop-site
 } 2>&1 | tee "$OUT/device.txt"
 # The suites run from a copy of tests/ (with docs/, which a test checks against) so the
 # repository's python/ folder is not imported.
-rm -rf /tmp/zerohop-run && mkdir -p /tmp/zerohop-run && cp -r tests docs /tmp/zerohop-run/
+rm -rf /tmp/zerohop-run && mkdir -p /tmp/zerohop-run && cp -r tests docs README.md /tmp/zerohop-run/
 T=/tmp/zerohop-run/tests
 status=0
 $PY -m pytest -q -rs -s -p no:cacheprovider $T/gpu 2>&1 | tee "$OUT/pytest-gpu.log" || status=1
+grep -E "^(FAILED|ERROR)" "$OUT/pytest-gpu.log" || true
 # QUICK=1: the GPU suite only (iterating on GPU code).
 [ "${QUICK:-0}" = 1 ] && exit $status
 $PY -m pytest -q -p no:cacheprovider $T -k "not lifetimes and not ecg" \

@@ -54,7 +54,10 @@ def test_framework_device_memory_comes_back_by_pointer():
     assert via_cai.data_ptr == c.data.ptr and via_cai.shape == (100,)
     numba_cuda = pytest.importorskip("numba.cuda")
     nb = numba_cuda.to_device(np.arange(10, dtype=np.int32))
-    tn = zerohop.from_dlpack(nb) if hasattr(nb, "__dlpack__") else zerohop.cuda.from_cuda_array_interface(nb)
+    # Numba's capsules are legacy ones, which say nothing of writability: zerohop imports them
+    # read-only unless the caller vouches (Numba device arrays are writable).
+    tn = (zerohop.from_dlpack(nb, readonly=False) if hasattr(nb, "__dlpack__")
+          else zerohop.cuda.from_cuda_array_interface(nb))
     assert tn.data_ptr == nb.device_ctypes_pointer.value
     assert torch.from_dlpack(tn).tolist() == list(range(10))
 

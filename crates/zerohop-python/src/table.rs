@@ -245,9 +245,18 @@ fn to_framework<'py>(
     match framework {
         None | Some("zerohop") => Ok(tensor()?.into_any()),
         // Device data goes through the protocol, so torch names its stream and waits on ours.
-        Some("torch") if on_cuda => py
-            .import(intern!(py, "torch"))?
-            .call_method1(dlpack, (tensor()?,)),
+        Some("torch") if on_cuda => {
+            let producer = if view.is_readonly() {
+                // Reaching here read-only means share_readonly=True (see above).
+                // SAFETY: the caller's word that nothing writes to it through torch.
+                let alias = unsafe { view.clone().assume_never_written() };
+                Bound::new(py, PyTensor::with_stream(alias, copied, stream))?
+            } else {
+                tensor()?
+            };
+            py.import(intern!(py, "torch"))?
+                .call_method1(dlpack, (producer,))
+        }
         Some("torch") => {
             let managed = export_versioned(&view, ExportOptions { is_copied: copied }).py()?;
             if view.device().is_host_accessible() {

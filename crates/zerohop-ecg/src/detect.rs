@@ -20,7 +20,7 @@
 use rayon::prelude::*;
 
 use crate::error::{invalid, Result};
-use crate::segment::{local_maxima, rising_edges, REFERENCE_RATE};
+use crate::segment::{check_rate, local_maxima, rising_edges, REFERENCE_RATE};
 
 /// Which detector a segmentation runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -76,12 +76,7 @@ pub struct DetectParams {
 
 impl DetectParams {
     pub fn for_rate(rate: f64) -> Result<Self> {
-        if !(rate.is_finite() && (50.0..=100_000.0).contains(&rate)) {
-            return Err(invalid(
-                "sampling rate",
-                format!("{rate} Hz is outside 50..100000 Hz"),
-            ));
-        }
+        check_rate(rate)?;
         let seconds = |s: f64| ((s * rate).round() as usize).max(1);
         let half_candidate = seconds(0.1);
         let before = seconds(0.25);

@@ -33,12 +33,7 @@ pub struct Params {
 
 impl Params {
     pub fn for_rate(rate: f64) -> Result<Self> {
-        if !(rate.is_finite() && (50.0..=100_000.0).contains(&rate)) {
-            return Err(invalid(
-                "sampling rate",
-                format!("{rate} Hz is outside 50..100000 Hz"),
-            ));
-        }
+        check_rate(rate)?;
         let scale = |samples: f64| ((samples * rate / REFERENCE_RATE).round() as usize).max(3);
         let max_length = scale(256.0);
         Ok(Params {
@@ -56,6 +51,46 @@ impl Params {
     pub fn gate_to_peak(&self) -> f64 {
         self.window.div_ceil(2) as f64 - (self.ricker_width as f64 - 1.0) / 2.0
     }
+}
+
+/// Refuses a sampling rate no ECG has (or that is no number).
+pub(crate) fn check_rate(rate: f64) -> Result<()> {
+    if rate.is_finite() && (50.0..=100_000.0).contains(&rate) {
+        return Ok(());
+    }
+    Err(invalid(
+        "sampling rate",
+        format!("{rate} Hz is outside 50..100000 Hz"),
+    ))
+}
+
+/// Stage timings on the CPU, in order.
+pub(crate) struct Laps {
+    clock: Instant,
+    pub timings: Vec<(&'static str, f64)>,
+}
+
+impl Laps {
+    pub fn new() -> Self {
+        Laps {
+            clock: Instant::now(),
+            timings: Vec::new(),
+        }
+    }
+    pub fn lap(&mut self, name: &'static str) {
+        self.timings
+            .push((name, self.clock.elapsed().as_secs_f64()));
+        self.clock = Instant::now();
+    }
+}
+
+/// The Ricker curvature of `signal` in a fresh tensor from the current resource.
+pub(crate) fn curvature_tensor(signal: &[f32], ricker_width: usize) -> Result<TensorView> {
+    let view = alloc::<f32>(signal.len())?;
+    // SAFETY: allocated just above and still private to this function.
+    let out = unsafe { fill::<f32>(&view)? };
+    curvature(signal, &ricker(ricker_width), out);
+    Ok(view)
 }
 
 /// The Ricker ("Mexican hat") wavelet: `exp(-t²/2)(1 - t²)` on `width` points of [-3, 3],
@@ -231,23 +266,15 @@ pub fn segment(signal: &[f32], params: &Params) -> Result<Segmentation> {
             ),
         ));
     }
-    let mut timings = Vec::new();
-    let mut clock = Instant::now();
-    let mut lap = |name: &'static str, timings: &mut Vec<(&'static str, f64)>| {
-        timings.push((name, clock.elapsed().as_secs_f64()));
-        clock = Instant::now();
-    };
-
-    let curv_view = alloc::<f32>(signal.len())?;
-    // SAFETY: allocated just above and still private to this function.
-    let curv = unsafe { fill::<f32>(&curv_view)? };
-    curvature(signal, &ricker(params.ricker_width), curv);
-    lap("curvature", &mut timings);
+    let mut laps = Laps::new();
+    let curv_view = curvature_tensor(signal, params.ricker_width)?;
+    let curv: &[f32] = curv_view.as_slice()?;
+    laps.lap("curvature");
 
     let mut gate_flags = vec![0u8; signal.len() + 1 - params.window];
     local_maxima(curv, params.window, &mut gate_flags);
     rising_edges(&mut gate_flags);
-    lap("gates", &mut timings);
+    laps.lap("gates");
 
     // Stream compaction: count per chunk, then fill each chunk's range in parallel.
     const CHUNK: usize = 1 << 16;
@@ -279,7 +306,7 @@ pub fn segment(signal: &[f32], params: &Params) -> Result<Segmentation> {
             }
         });
     let gates: &[i64] = gates_view.as_slice()?;
-    lap("indices", &mut timings);
+    laps.lap("indices");
 
     let lengths_view = alloc::<i64>(total.saturating_sub(1))?;
     // SAFETY: allocated just above and still private to this function.
@@ -300,7 +327,7 @@ pub fn segment(signal: &[f32], params: &Params) -> Result<Segmentation> {
         starts[out] = gates[k];
         blens[out] = lengths[k];
     }
-    lap("prune", &mut timings);
+    laps.lap("prune");
 
     let width = params.width;
     // Not zero-filled: every element of every row is written below (samples, then zeros).
@@ -331,7 +358,7 @@ pub fn segment(signal: &[f32], params: &Params) -> Result<Segmentation> {
                 std::ptr::write_bytes(row.add(l), 0, width - l);
             }
         });
-    lap("embed", &mut timings);
+    laps.lap("embed");
     let to_peak = params.gate_to_peak().floor() as i64;
     let r_peaks = shifted(gates, to_peak)?;
     let beat_peaks = shifted(starts, to_peak)?;
@@ -349,7 +376,7 @@ pub fn segment(signal: &[f32], params: &Params) -> Result<Segmentation> {
         beat_lengths: blen_view,
         beats: beats_view,
         edge_dropped: 0,
-        timings,
+        timings: laps.timings,
     })
 }
 

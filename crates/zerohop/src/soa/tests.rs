@@ -86,6 +86,17 @@ fn schema_and_layout_refuse_bad_input() {
     assert!(Layout::new(&wide, 4, 128).is_err(), "component overflow");
 }
 
+/// A map with a tensor of every kind of group over `sample_schema`.
+fn every_group_kind() -> TensorMapBuilder {
+    TensorMap::builder()
+        .tensor("xyz", &["x", "y", "z"])
+        .tensor("pq", &["p", "q"])
+        .tensor("p_only", &["p"])
+        .tensor("cov", &["cov"])
+        .tensor("run", &["run"])
+        .tensor("ids", &["id"])
+}
+
 fn filled_table(rows: usize) -> SoaTable {
     let mut t = SoaTable::new(sample_schema(), rows).unwrap();
     t.set_scalar("run", 7i32).unwrap();
@@ -176,13 +187,7 @@ fn column_views_alias_the_columns() {
 #[test]
 fn tensor_map_shapes_follow_the_cms_table_and_alias_every_element() {
     let t = filled_table(6);
-    let map = TensorMap::builder()
-        .tensor("xyz", &["x", "y", "z"])
-        .tensor("pq", &["p", "q"])
-        .tensor("p_only", &["p"])
-        .tensor("cov", &["cov"])
-        .tensor("run", &["run"])
-        .tensor("ids", &["id"])
+    let map = every_group_kind()
         .order(&["ids", "xyz", "pq", "p_only", "cov", "run"])
         .build()
         .unwrap();
@@ -518,15 +523,7 @@ fn copy_to_another_resource_keeps_layout_values_and_row_window() {
 
 #[test]
 fn an_empty_table_maps_every_spec_form_like_an_empty_slice() {
-    let map = TensorMap::builder()
-        .tensor("xyz", &["x", "y", "z"])
-        .tensor("pq", &["p", "q"])
-        .tensor("p_only", &["p"])
-        .tensor("cov", &["cov"])
-        .tensor("run", &["run"])
-        .tensor("ids", &["id"])
-        .build()
-        .unwrap();
+    let map = every_group_kind().build().unwrap();
     let empty = SoaTable::new(sample_schema(), 0).unwrap();
     let slice = filled_table(6).slice_rows(2, 2).unwrap();
     for table in [&empty, &slice] {

@@ -317,7 +317,10 @@ fn tracking_records_the_embedding_programs_context() {
     );
     unrecorded.free(&quiet);
     let tracking = TrackingResource::new(system(), true);
-    assert!(super::contexts_recorded(), "a live recording tracker is announced");
+    assert!(
+        super::contexts_recorded(),
+        "a live recording tracker is announced"
+    );
     let leaked = Block::new(&tracking, 32, 8, 3);
     assert_eq!(
         tracking.outstanding()[0].context.as_deref(),

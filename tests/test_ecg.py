@@ -252,3 +252,17 @@ def test_a_missing_torch_is_named_with_the_install_command(tmp_path, capsys, mon
     assert main(["--out", str(tmp_path / "out"), "--synthetic", "0.01"]) == 2
     err = capsys.readouterr().err
     assert "pip install 'zerohop[ecg]'" in err and "Traceback" not in err
+
+
+@requires_torch
+def test_outlier_ranking_does_not_depend_on_the_inputs_units():
+    from zerohop.ecg.vae import embed, train
+
+    table, header, _ = record_100()
+    beats = torch.from_dlpack(ecg.segment(table["MLII"], 360.0)["beats"])[:400]
+    rankings = []
+    for x in (beats, beats * 200.0 + 1024.0):           # mV, and the record's ADC counts
+        trained = train(x, epochs=2, progress=False, threads=1)
+        _, _, _, error = embed(trained["model"], x, trained["scale"], center=trained["center"])
+        rankings.append(set(torch.argsort(error, descending=True)[:5].tolist()))
+    assert rankings[0] == rankings[1]

@@ -191,7 +191,8 @@ def run(config: Config, say=print) -> Result:
                         seed=config.seed, device=config.device, progress=config.progress,
                         threads=config.threads)
         stage("train LightVAE (PyTorch)", begun)
-        mu, logvar, recon, error = embed(trained["model"], x, trained["scale"], config.device)
+        mu, logvar, recon, error = embed(trained["model"], x, trained["scale"], config.device,
+                                         center=trained["center"])
 
         begun = time.perf_counter()
         back = {name: hand_off(f"torch {name} → zerohop.from_dlpack", t, zerohop.from_dlpack(t))
@@ -228,7 +229,8 @@ def run(config: Config, say=print) -> Result:
                     for a in np.linspace(lo[0], hi[0], 5)]
             with torch.no_grad():
                 z = torch.tensor(grid, dtype=torch.float32, device=config.device)
-                decoded = (trained["model"].decode(z) * trained["scale"]).squeeze(1).cpu().numpy()
+                decoded = (trained["model"].decode(z) * trained["scale"]
+                           + trained["center"]).squeeze(1).cpu().numpy()
             plots = write_plots(
                 staging.path, signal=data.numpy_signal(), units=data.units,
                 energy=host("energy") if "energy" in seg else host("curvature"),

@@ -110,7 +110,12 @@ def write_report(path, *, source, params, method, stages, counts, accuracy, outl
         "",
         "## Most outlying beats (highest reconstruction error)",
         "",
-        "| rank | beat | R peak (sample) | time (s) | reconstruction error |",
+        "The error is the mean square difference between a beat and its reconstruction, both "
+        "normalised by the recording's beat mean and standard deviation: in units of the beats' "
+        "variance, so the ranking does not depend on the input's units. The figure "
+        "`outliers.png` draws the top five.",
+        "",
+        "| rank | beat | R peak (sample) | time (s) | reconstruction error (variances) |",
         "|---|---|---|---|---|",
     ]
     for rank, row in enumerate(outliers, 1):

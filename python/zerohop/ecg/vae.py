@@ -104,12 +104,14 @@ def training_threads(requested=None):
 
 def train(beats, *, epochs=30, batch_size=1024, lr=1e-3, seed=42, device="cpu",
           progress=True, threads=None):
-    """Trains on 75 % of `beats` (n, width) and tests on the rest. Beats are scaled by one
-    global factor (their standard deviation) so the KL term does not collapse the latent.
+    """Trains on 75 % of `beats` (n, width) and tests on the rest. Beats are normalised by one
+    global shift and scale (their mean and standard deviation), so the model, its losses and
+    the outlier scores are the same whatever the input's units (mV or ADC counts) and the KL
+    term does not collapse the latent.
     The batch shrinks to a sixteenth of the training set when that is smaller, so a short
     recording still gets enough optimiser steps.
 
-    Returns a dict: model, scale, train_idx, test_idx, losses (per epoch), test_loss,
+    Returns a dict: model, center, scale, train_idx, test_idx, losses (per epoch), test_loss,
     batch_size (the one used), threads (CPU threads used, see `training_threads`)."""
     threads = training_threads(threads)
     before = torch.get_num_threads()
@@ -129,6 +131,7 @@ def _train(beats, epochs, batch_size, lr, seed, device, progress):
     order = torch.randperm(n, generator=generator)
     split = max(1, int(0.75 * n))
     train_idx, test_idx = order[:split], order[split:]
+    center = float(beats.mean())
     scale = float(beats.std()) or 1.0
     batch_size = max(1, min(batch_size, max(16, split // 16)))
     model = LightVAE(width).to(device)
@@ -139,7 +142,7 @@ def _train(beats, epochs, batch_size, lr, seed, device, progress):
         model.train()
         total = 0.0
         for batch in train_idx[torch.randperm(split, generator=generator)].split(batch_size):
-            x = (beats[batch].to(device) / scale).unsqueeze(1)
+            x = ((beats[batch].to(device) - center) / scale).unsqueeze(1)
             recon, mu, logvar = model(x)
             loss = vae_loss(recon, x, mu, logvar)
             optimiser.zero_grad()
@@ -153,25 +156,27 @@ def _train(beats, epochs, batch_size, lr, seed, device, progress):
     if len(test_idx):
         with torch.no_grad():
             model.eval()
-            x = (beats[test_idx].to(device) / scale).unsqueeze(1)
+            x = ((beats[test_idx].to(device) - center) / scale).unsqueeze(1)
             recon, mu, logvar = model(x)
             test_loss = float(vae_loss(recon, x, mu, logvar)) / len(test_idx)
-    return {"model": model, "scale": scale, "train_idx": train_idx, "test_idx": test_idx,
+    return {"model": model, "center": center, "scale": scale, "train_idx": train_idx,
+            "test_idx": test_idx,
             "losses": losses, "test_loss": test_loss, "batch_size": batch_size}
 
 
 @torch.no_grad()
-def embed(model, beats, scale, device="cpu", batch_size=4096):
+def embed(model, beats, scale, device="cpu", batch_size=4096, center=0.0):
     """Latent means, log-variances, reconstructions (in input units) and per-beat
-    reconstruction error (the outlier score) for every beat."""
+    reconstruction error (the outlier score: the mean square error of the normalised beat, so
+    in units of the beats' variance, the same for mV and ADC counts) for every beat."""
     model.eval()
     mus, logvars, recons, errors = [], [], [], []
     for chunk in beats.split(batch_size):
-        chunk = chunk.to(device)
-        mu, logvar = model.encode((chunk / scale).unsqueeze(1))
-        recon = (model.decode(mu) * scale).squeeze(1)
+        normalised = (chunk.to(device) - center) / scale
+        mu, logvar = model.encode(normalised.unsqueeze(1))
+        decoded = model.decode(mu).squeeze(1)
         mus.append(mu.cpu())
         logvars.append(logvar.cpu())
-        recons.append(recon.cpu())
-        errors.append(((recon - chunk) ** 2).mean(dim=1).cpu())
+        recons.append((decoded * scale + center).cpu())
+        errors.append(((decoded - normalised) ** 2).mean(dim=1).cpu())
     return torch.cat(mus), torch.cat(logvars), torch.cat(recons), torch.cat(errors)

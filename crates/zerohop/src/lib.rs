@@ -1,9 +1,4 @@
-//! zerohop: hand tensors between ML frameworks without copying them.
-//!
-//! Layers, each depending only on those above it:
-//! `memory` (resources) → `buffer` (owned allocations) → `tensor` (strided views) →
-//! `dlpack` (the C ABI, export and import), `array_interface` (the NumPy and CUDA array
-//! interface dicts) and `arrow` (feature `arrow`) → `soa` (tables).
+#![doc = include_str!("../README.md")]
 
 pub mod array_interface;
 #[cfg(feature = "arrow")]

@@ -326,3 +326,36 @@ def test_arrow_buffers_keep_zerohop_memory_alive():
 
     gc.collect()
     assert array.to_pylist() == [0, 1, 2, 3, 4]
+
+
+def test_chunked_input_maps_chunk_by_chunk_without_a_copy():
+    batches = [pa.record_batch({"x": pa.array(np.arange(k * 10, k * 10 + 10, dtype=np.float32))})
+               for k in range(3)]
+    source = pa.Table.from_batches(batches)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", zerohop.CopyWarning)
+        tables = zerohop.from_arrow(source, chunks=True)
+        streamed = zerohop.from_arrow(pa.RecordBatchReader.from_batches(source.schema, batches),
+                                      chunks=True)
+    for got in (tables, streamed):
+        assert [len(t) for t in got] == [10, 10, 10]
+        for table, batch in zip(got, batches):
+            assert table["x"].data_ptr == values_address(batch["x"])
+    assert np.from_dlpack(tables[2]["x"]).tolist() == list(range(20, 30))
+    with pytest.raises(BufferError, match="chunks"):
+        zerohop.from_arrow(source)
+    with pytest.raises(ValueError, match="choose one"):
+        zerohop.from_arrow(source, chunks=True, copy=True)
+    one = zerohop.from_arrow(pa.table({"x": [1.0]}), chunks=True)
+    assert isinstance(one, list) and len(one) == 1
+
+
+def test_chunked_polars_frames_map_chunk_by_chunk():
+    frame = pl.concat([pl.DataFrame({"x": [1.0, 2.0]}), pl.DataFrame({"x": [3.0]})],
+                      rechunk=False)
+    assert frame.n_chunks() == 2
+    tables = zerohop.from_arrow(frame, chunks=True)
+    # One table per batch of polars' own export, which may rechunk on the way out.
+    exported = list(pa.RecordBatchReader.from_stream(frame))
+    assert [len(t) for t in tables] == [b.num_rows for b in exported]
+    assert [v for t in tables for v in np.from_dlpack(t["x"]).tolist()] == [1.0, 2.0, 3.0]

@@ -167,16 +167,20 @@ fn zeros(shape: Vec<i64>, dtype: &str, device: &str) -> PyResult<PyTensor> {
 }
 
 /// A table over Arrow data from any producer of the Arrow PyCapsule interface, sharing its
-/// memory (see `Table.from_arrow`).
+/// memory; with `chunks=True` a list of tables, one per chunk (see `Table.from_arrow`).
 #[pyfunction]
-#[pyo3(signature = (data, /, *, copy=false))]
-fn from_arrow(py: Python<'_>, data: &Bound<'_, PyAny>, copy: bool) -> PyResult<Py<table::PyTable>> {
-    let table = py.get_type::<table::PyTable>().call_method(
+#[pyo3(signature = (data, /, *, copy=false, chunks=false))]
+fn from_arrow<'py>(
+    py: Python<'py>,
+    data: &Bound<'py, PyAny>,
+    copy: bool,
+    chunks: bool,
+) -> PyResult<Bound<'py, PyAny>> {
+    py.get_type::<table::PyTable>().call_method(
         "from_arrow",
         (data,),
-        Some(&[("copy", copy)].into_py_dict(py)?),
-    )?;
-    Ok(table.cast_into::<table::PyTable>()?.unbind())
+        Some(&[("copy", copy), ("chunks", chunks)].into_py_dict(py)?),
+    )
 }
 
 #[pymodule]

@@ -361,6 +361,44 @@ fn resource_for(device: &str) -> PyResult<std::sync::Arc<dyn zerohop::MemoryReso
 }
 
 impl PyTable {
+    /// One table per chunk of an Arrow import, each over its own chunk's buffers.
+    fn chunk_tables<'py>(
+        py: Python<'py>,
+        imported: crate::arrow::Imported,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let out = PyList::empty(py);
+        match imported {
+            crate::arrow::Imported::Host {
+                batches,
+                schema,
+                realigned,
+            } => {
+                if !realigned.is_empty() {
+                    warn_copy(
+                        py,
+                        &format!(
+                            "Arrow columns {realigned:?} were copied (under-aligned buffers \
+                             are realigned by arrow-rs)"
+                        ),
+                    )?;
+                }
+                let batches = if batches.is_empty() {
+                    vec![zerohop::arrow::arrow_array::RecordBatch::new_empty(schema)]
+                } else {
+                    batches
+                };
+                for batch in batches {
+                    out.append(PyTable::with_storage(Storage::Arrow(batch)))?;
+                }
+            }
+            device @ crate::arrow::Imported::Device(_) => {
+                let from = crate::arrow_table::storage_from_import(py, device, false)?;
+                out.append(PyTable::with_storage(from.storage))?;
+            }
+        }
+        Ok(out.into_any())
+    }
+
     pub fn from_table(table: SoaTable) -> Self {
         PyTable::with_storage(Storage::Soa(table))
     }
@@ -691,11 +729,25 @@ impl PyTable {
 
     /// A table over Arrow data from any producer of the Arrow PyCapsule interface (pyarrow,
     /// polars, nanoarrow, …; device arrays too), sharing its memory. Data in several chunks
-    /// is concatenated only with `copy=True`.
+    /// is refused unless `chunks=True` (a list of tables, one per chunk, each sharing its
+    /// chunk's memory) or `copy=True` (one table, the chunks concatenated: a reported copy).
     #[staticmethod]
-    #[pyo3(signature = (data, *, copy=false))]
-    fn from_arrow(py: Python<'_>, data: &Bound<'_, PyAny>, copy: bool) -> PyResult<PyTable> {
+    #[pyo3(signature = (data, *, copy=false, chunks=false))]
+    fn from_arrow<'py>(
+        py: Python<'py>,
+        data: &Bound<'py, PyAny>,
+        copy: bool,
+        chunks: bool,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        if chunks && copy {
+            return Err(PyValueError::new_err(
+                "chunks=True keeps every chunk as it is; copy=True joins them: choose one",
+            ));
+        }
         let imported = crate::arrow::import(py, data)?;
+        if chunks {
+            return Self::chunk_tables(py, imported);
+        }
         let crate::arrow_table::FromImport {
             storage,
             copied,
@@ -710,10 +762,14 @@ impl PyTable {
                 ),
             )?;
         }
-        Ok(PyTable {
-            chunks,
-            ..PyTable::with_storage(storage)
-        })
+        Ok(Bound::new(
+            py,
+            PyTable {
+                chunks,
+                ..PyTable::with_storage(storage)
+            },
+        )?
+        .into_any())
     }
 
     /// A table sharing the memory of `columns` ({name: tensor} or [(name, tensor)], any

@@ -19,10 +19,17 @@ export PATH := $(abspath $(VENV))/bin:$(PATH)
 
 all: test
 
-$(VENV)/.installed: requirements-dev.txt
+$(VENV)/.installed: requirements-dev.txt requirements-demo.txt
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -r requirements-dev.txt
+	touch $@ $(VENV)/.demo-installed
+
+# The demo needs only the ECG job's packages; a venv made for the tests has them too.
+$(VENV)/.demo-installed: requirements-demo.txt
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -r requirements-demo.txt
 	touch $@
 
 venv: $(VENV)/.installed
@@ -77,7 +84,8 @@ fuzz-smoke:
 
 test: fmt-check clippy test-rust miri pytest valgrind fuzz-smoke
 
-demo: develop
+demo: $(VENV)/.demo-installed
+	$(MATURIN) develop --release -q
 	$(PY) -m zerohop.ecg --out out/ecg
 
 bench: develop

@@ -136,27 +136,33 @@ def _train(beats, epochs, batch_size, lr, seed, device, progress):
     batch_size = max(1, min(batch_size, max(16, split // 16)))
     model = LightVAE(width).to(device)
     optimiser = torch.optim.Adam(model.parameters(), lr=lr)
+    # Everything a step touches lives on the training device: the normalised beats (made once;
+    # no copy when the beats are there already), the indices, and the running loss, read once
+    # an epoch, so a step never waits for the host.
+    normalised = (beats.to(device) - center) / scale
+    train_on_device = train_idx.to(device)
     losses = []
     started = time.perf_counter()
     for epoch in range(epochs):
         model.train()
-        total = 0.0
-        for batch in train_idx[torch.randperm(split, generator=generator)].split(batch_size):
-            x = ((beats[batch].to(device) - center) / scale).unsqueeze(1)
+        total = torch.zeros((), device=device)
+        order = train_on_device[torch.randperm(split, generator=generator).to(device)]
+        for batch in order.split(batch_size):
+            x = normalised.index_select(0, batch).unsqueeze(1)
             recon, mu, logvar = model(x)
             loss = vae_loss(recon, x, mu, logvar)
             optimiser.zero_grad()
             loss.backward()
             optimiser.step()
-            total += loss.item()
-        losses.append(total / split)
+            total += loss.detach()
+        losses.append(float(total) / split)
         if progress:
             _progress(epoch + 1, epochs, losses[-1], started)
     test_loss = math.nan
     if len(test_idx):
         with torch.no_grad():
             model.eval()
-            x = ((beats[test_idx].to(device) - center) / scale).unsqueeze(1)
+            x = normalised.index_select(0, test_idx.to(device)).unsqueeze(1)
             recon, mu, logvar = model(x)
             test_loss = float(vae_loss(recon, x, mu, logvar)) / len(test_idx)
     return {"model": model, "center": center, "scale": scale, "train_idx": train_idx,

@@ -1,5 +1,6 @@
 # zerohop — every target sets itself up from a fresh clone.
-#   make test   fmt + clippy + cargo test + Miri + pytest + valgrind + short fuzz runs
+#   make test   fmt + clippy + rustdoc -D warnings + cargo test + Miri + pytest + valgrind +
+#               short fuzz runs
 #   make fuzz   every fuzz target for FUZZ_SECONDS (default 300) each
 #   make demo   the ECG pipeline on the bundled recording (plots + report in out/ecg)
 #   make bench  criterion benches + cross-framework latency table
@@ -15,7 +16,7 @@ MATURIN := $(VENV)/bin/maturin
 export VIRTUAL_ENV := $(abspath $(VENV))
 export PATH := $(abspath $(VENV))/bin:$(PATH)
 
-.PHONY: all venv develop test fmt-check clippy test-rust miri pytest valgrind fuzz fuzz-smoke demo bench clean
+.PHONY: all venv develop test fmt-check clippy doc-check test-rust miri pytest valgrind fuzz fuzz-smoke demo bench clean
 
 all: test
 
@@ -82,7 +83,12 @@ fuzz:
 fuzz-smoke:
 	bash scripts/fuzz.sh 15
 
-test: fmt-check clippy test-rust miri pytest valgrind fuzz-smoke
+# The Rust API reference, with every rustdoc warning (broken links, stray HTML) an error.
+doc-check: venv
+	RUSTDOCFLAGS="-D warnings" cargo doc --no-deps -q -p zerohop -p zerohop-ecg -p zerohop-derive \
+	  --features zerohop/arrow,zerohop/cuda,zerohop-ecg/cuda
+
+test: fmt-check clippy doc-check test-rust miri pytest valgrind fuzz-smoke
 
 demo: $(VENV)/.demo-installed
 	$(MATURIN) develop --release -q

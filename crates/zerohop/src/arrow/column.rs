@@ -290,8 +290,8 @@ fn encode_fill(dtype: DType, value: f64, what: &str) -> Result<Vec<u8>> {
     })
 }
 
-/// The Arrow array of a host tensor: (n,) → primitive, (n, K) → FixedSizeList<K>,
-/// (n, R, C) → FixedSizeList<R> of FixedSizeList<C>. Zero-copy for compact tensors (the
+/// The Arrow array of a host tensor: (n,) → primitive, (n, K) → `FixedSizeList<K>`,
+/// (n, R, C) → `FixedSizeList<R>` of `FixedSizeList<C>`. Zero-copy for compact tensors (the
 /// array's buffer keeps the tensor's memory alive); strided tensors and booleans are copied
 /// only with `allow_copy`.
 pub fn tensor_to_array(view: &TensorView, what: &str, allow_copy: bool) -> Result<ExportedArray> {

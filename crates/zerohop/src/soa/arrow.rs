@@ -111,8 +111,8 @@ impl SoaTable {
         })
     }
 
-    /// A new table holding a copy of `batch`: primitives → columns, FixedSizeList<K> →
-    /// vector[K], FixedSizeList<R> of FixedSizeList<C> → matrix[R, C], scalars from the
+    /// A new table holding a copy of `batch`: primitives → columns, `FixedSizeList<K>` →
+    /// `vector[K]`, `FixedSizeList<R>` of `FixedSizeList<C>` → `matrix[R, C]`, scalars from the
     /// schema metadata. Null rows take `import.fill` (an error without it).
     pub fn from_record_batch(batch: &RecordBatch, import: ImportOptions) -> Result<SoaTable> {
         let mut specs = Vec::new();

@@ -88,7 +88,7 @@ pub struct ColumnSpec {
 }
 
 /// An ordered list of uniquely named columns. Build it with the chained methods; each checks
-/// its input, and the first error is reported by [`Schema::build`].
+/// its input, and the first error is reported by [`SchemaBuilder::build`].
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Schema {
     columns: Vec<ColumnSpec>,

@@ -295,7 +295,7 @@ impl SoaTable {
     }
 
     /// A zero-copy tensor of one column: a table scalar is 0-d; a column is (n,); a
-    /// vector[K] is (n, K) with strides (1, pitch); a matrix[R, C] is (n, R, C) with strides
+    /// `vector[K]` is (n, K) with strides (1, pitch); a `matrix[R, C]` is (n, R, C) with strides
     /// following its component order.
     pub fn column_view(&self, name: &str) -> Result<TensorView> {
         let index = self.schema.index_of(name)?;

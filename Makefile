@@ -49,6 +49,8 @@ clippy: venv
 
 test-rust: venv
 	cargo test --workspace --exclude zerohop-python --features zerohop/arrow
+	# The host-side parts of the ECG crate's CUDA module (its PTX cache); no GPU needed.
+	cargo test -p zerohop-ecg --features cuda --lib gpu::
 
 # Host-side unsafe code under Miri. If the component cannot be installed (no network to
 # the Rust distribution server), say so loudly and go on rather than fail.

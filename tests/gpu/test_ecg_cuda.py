@@ -78,3 +78,37 @@ def test_bad_input_is_refused_cleanly():
         ecg.segment(np.zeros(10, np.float32), 250.0, device="cuda:0")
     with pytest.raises(ValueError, match="cpu' or 'cuda"):
         ecg.segment(np.zeros(1000, np.float32), 250.0, device="cuda_host")
+
+
+COLD = """
+import time, numpy as np, zerohop.cuda, zerohop.ecg as ecg
+zerohop.cuda.preload_nvrtc()
+signal = np.zeros(100_000, np.float32)
+started = time.perf_counter()
+ecg.segment(signal, 360.0, device="cuda:0")
+print(time.perf_counter() - started)
+"""
+
+
+def test_compiled_kernels_are_cached_on_disk_for_the_next_process(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    env = dict(os.environ, ZEROHOP_CACHE_DIR=str(tmp_path))
+
+    def cold_start():
+        out = subprocess.run([sys.executable, "-c", COLD], env=env, capture_output=True,
+                             text=True, timeout=120, check=True)
+        return float(out.stdout.split()[-1])
+
+    first = cold_start()
+    (cached,) = tmp_path.glob("kernels-*.ptx")
+    assert cached.read_text().lstrip().startswith("//"), "PTX text"
+    second = cold_start()
+    print(f"cold segment: {first:.3f} s compiling, {second:.3f} s from the cache")
+    assert second < first
+    cached.write_text("not PTX at all")           # a damaged cache is compiled again
+    cold_start()
+    assert cached.read_text().lstrip().startswith("//")
+    assert not list(tmp_path.glob("*.tmp"))

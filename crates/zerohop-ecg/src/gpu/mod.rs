@@ -20,6 +20,7 @@ use crate::error::{invalid, Result};
 use crate::segment::{ricker, Params, Segmentation};
 
 mod adaptive;
+pub mod ptx_cache;
 
 const SOURCE: &str = include_str!("kernels.cu");
 /// Threads per block and elements per thread of the compaction kernels (as in kernels.cu).
@@ -65,19 +66,39 @@ fn kernels(device: i32) -> Result<Arc<Kernels>> {
              zerohop.cuda.preload_nvrtc() to load the one pip's nvidia packages ship",
         ));
     }
-    let options = nvrtc::CompileOptions {
-        // Separate multiply and add: the CPU code does not fuse them either.
-        fmad: Some(false),
-        options: vec!["--gpu-architecture=compute_75".into()],
-        ..Default::default()
+    let arch = vec!["--gpu-architecture=compute_75".to_string()];
+    let cache = ptx_cache::path(
+        SOURCE,
+        &[arch.as_slice(), &["--fmad=false".into()]].concat(),
+    );
+    let load = |ptx: &str| -> Result<sys::CUmodule> {
+        let image = CString::new(ptx).map_err(|e| cuda_error("PTX", e))?;
+        // SAFETY: a NUL-terminated PTX image; the context is current; the module lives for the
+        // process (never unloaded), so the function handles stay valid.
+        unsafe { result::module::load_data(image.as_ptr() as *const c_void) }
+            .map_err(|e| cuda_error("module load", e))
     };
-    let ptx = nvrtc::compile_ptx_with_opts(SOURCE, options)
-        .map_err(|e| cuda_error("kernel compilation", e))?;
-    let image = CString::new(ptx.to_src()).map_err(|e| cuda_error("PTX", e))?;
-    // SAFETY: a NUL-terminated PTX image; the context is current; the module lives for the
-    // process (never unloaded), so the function handles stay valid.
-    let module = unsafe { result::module::load_data(image.as_ptr() as *const c_void) }
-        .map_err(|e| cuda_error("module load", e))?;
+    // A cached PTX that does not load (damaged, or for another driver) is compiled again.
+    let cached = cache.as_deref().and_then(ptx_cache::read);
+    let module = match cached.as_deref().map(load) {
+        Some(Ok(module)) => module,
+        _ => {
+            let options = nvrtc::CompileOptions {
+                // Separate multiply and add: the CPU code does not fuse them either.
+                fmad: Some(false),
+                options: arch,
+                ..Default::default()
+            };
+            let ptx = nvrtc::compile_ptx_with_opts(SOURCE, options)
+                .map_err(|e| cuda_error("kernel compilation", e))?
+                .to_src();
+            let module = load(&ptx)?;
+            if let Some(path) = &cache {
+                ptx_cache::write(path, &ptx);
+            }
+            module
+        }
+    };
     let function = |name: &str| -> Result<usize> {
         let name = CString::new(name).map_err(|e| cuda_error("kernel name", e))?;
         // SAFETY: `module` was just loaded and holds the named kernel.

@@ -3,11 +3,13 @@
 //! every output in zerohop memory from the current resource.
 
 use rayon::prelude::*;
-use zerohop::{Buffer, DType, TensorView, DEFAULT_ALIGNMENT};
+use zerohop::TensorView;
 
 use crate::detect::{self, DetectParams, Method};
 use crate::error::{invalid, Result};
-use crate::segment::{alloc, curvature_tensor, fill, Laps, Params, Segmentation};
+use crate::segment::{
+    alloc, curvature_tensor, fill, tensor_of, uninit_rows, Laps, Params, Segmentation,
+};
 
 /// Runs every stage of the adaptive detector on `signal`.
 pub fn segment_adaptive(signal: &[f32], params: &Params) -> Result<Segmentation> {
@@ -91,16 +93,8 @@ pub fn embed_around(signal: &[f32], peaks: &[i64], p: &DetectParams) -> Result<R
     let span = p.before + p.after;
     let starts: Vec<i64> = kept.iter().map(|&r| r - p.before as i64).collect();
     let width = p.width;
-    let resource = zerohop::memory::current_resource(zerohop::Device::CPU)
-        .expect("the host always has a resource");
-    // Not zero-filled: every element of every row is written below.
-    let buffer = Buffer::allocate(
-        resource,
-        kept.len() * width * 4,
-        DEFAULT_ALIGNMENT,
-        zerohop::Stream::HOST,
-    )?;
-    let beats = TensorView::from_buffer(buffer, DType::F32, &[kept.len() as i64, width as i64])?;
+    // Every element of every row is written below.
+    let beats = uninit_rows(kept.len(), width)?;
     if !kept.is_empty() {
         // SAFETY: the tensor was allocated just above, holds kept.len() * width f32 and is
         // still private to this function.
@@ -120,13 +114,6 @@ pub fn embed_around(signal: &[f32], peaks: &[i64], p: &DetectParams) -> Result<R
         beats,
         dropped: peaks.len() - kept.len(),
     })
-}
-
-fn tensor_of(values: &[i64]) -> Result<TensorView> {
-    let view = alloc::<i64>(values.len())?;
-    // SAFETY: allocated just above and still private to this function.
-    unsafe { fill::<i64>(&view)? }.copy_from_slice(values);
-    Ok(view)
 }
 
 /// Refuses a signal with NaN or infinite samples, naming the first.

@@ -330,17 +330,8 @@ pub fn segment(signal: &[f32], params: &Params) -> Result<Segmentation> {
     laps.lap("prune");
 
     let width = params.width;
-    // Not zero-filled: every element of every row is written below (samples, then zeros).
-    let resource = zerohop::memory::current_resource(zerohop::Device::CPU)
-        .expect("the host always has a resource");
-    let beats_buffer = Buffer::allocate(
-        resource,
-        kept.len() * width * 4,
-        DEFAULT_ALIGNMENT,
-        zerohop::Stream::HOST,
-    )?;
-    let beats_view =
-        TensorView::from_buffer(beats_buffer, DType::F32, &[kept.len() as i64, width as i64])?;
+    // Every element of every row is written below (samples, then zeros).
+    let beats_view = uninit_rows(kept.len(), width)?;
     let rows = RowWriter(beats_view.data_ptr() as *mut f32);
     starts
         .par_iter()
@@ -382,11 +373,32 @@ pub fn segment(signal: &[f32], params: &Params) -> Result<Segmentation> {
 
 /// `values + by` in a fresh int64 tensor: the blog's gates moved to the R peaks they mark.
 pub(crate) fn shifted(values: &[i64], by: i64) -> Result<TensorView> {
+    let moved: Vec<i64> = values.iter().map(|&v| v + by).collect();
+    tensor_of(&moved)
+}
+
+/// `values` in a fresh int64 tensor from the current resource.
+pub(crate) fn tensor_of(values: &[i64]) -> Result<TensorView> {
     let view = alloc::<i64>(values.len())?;
     // SAFETY: allocated just above and still private to this function.
-    let out = unsafe { fill::<i64>(&view)? };
-    for (o, &v) in out.iter_mut().zip(values) {
-        *o = v + by;
-    }
+    unsafe { fill::<i64>(&view)? }.copy_from_slice(values);
     Ok(view)
+}
+
+/// A (rows, width) float32 tensor from the current resource, not zero-filled: for callers
+/// that write every element.
+pub(crate) fn uninit_rows(rows: usize, width: usize) -> Result<TensorView> {
+    let resource = zerohop::memory::current_resource(zerohop::Device::CPU)
+        .expect("the host always has a resource");
+    let buffer = Buffer::allocate(
+        resource,
+        rows * width * 4,
+        DEFAULT_ALIGNMENT,
+        zerohop::Stream::HOST,
+    )?;
+    Ok(TensorView::from_buffer(
+        buffer,
+        DType::F32,
+        &[rows as i64, width as i64],
+    )?)
 }

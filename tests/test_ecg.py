@@ -266,3 +266,17 @@ def test_outlier_ranking_does_not_depend_on_the_inputs_units():
         _, _, _, error = embed(trained["model"], x, trained["scale"], center=trained["center"])
         rankings.append(set(torch.argsort(error, descending=True)[:5].tolist()))
     assert rankings[0] == rankings[1]
+
+
+def test_the_reports_accuracy_agrees_with_score():
+    from zerohop.ecg.pipeline import _accuracy
+    from zerohop.ecg.sources import Truth
+
+    signal, peaks, ectopic = ecg.synthesize(300.0, rate=360.0, heart_rate=150, ectopic=0.1, seed=4)
+    found = np.from_dlpack(ecg.segment(signal, 360.0)["r_peaks"])[::7][1:]  # most beats missed
+    truth = Truth(np.from_dlpack(peaks).astype(np.int64), ["V" if e else "N" for e in ectopic], "t")
+    got = _accuracy(found, truth, 360.0, signal.shape[0])
+    sens, ppv, tp, fp, fn = ecg.score(found.tolist(), truth.samples.tolist(), 54.0, 1800,
+                                      signal.shape[0])
+    assert (got["tp"], got["fp"], got["fn"]) == (tp, fp, fn) and got["sensitivity"] == sens
+    assert sum(c["found"] for c in got["classes"]) == tp

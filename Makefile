@@ -20,9 +20,15 @@ export PATH := $(abspath $(VENV))/bin:$(PATH)
 
 all: test
 
+# TORCH_INDEX=https://download.pytorch.org/whl/cpu installs torch's CPU-only build (~0.2 GB)
+# before the rest; by default torch comes from the package index with its CUDA libraries.
+TORCH_INDEX ?=
+INSTALL_TORCH = $(if $(TORCH_INDEX),$(PY) -m pip install -q torch --index-url $(TORCH_INDEX))
+
 $(VENV)/.installed: requirements-dev.txt requirements-demo.txt
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
+	$(INSTALL_TORCH)
 	$(PY) -m pip install -q -r requirements-dev.txt
 	touch $@ $(VENV)/.demo-installed
 
@@ -30,6 +36,7 @@ $(VENV)/.installed: requirements-dev.txt requirements-demo.txt
 $(VENV)/.demo-installed: requirements-demo.txt
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
+	$(INSTALL_TORCH)
 	$(PY) -m pip install -q -r requirements-demo.txt
 	touch $@
 

@@ -2,6 +2,7 @@
 inputs (WFDB, CSV as people have them, synthetic), the zero-copy hand-offs it checks, its
 output folder and its errors."""
 
+import os
 import sys
 
 import numpy as np
@@ -245,6 +246,18 @@ def test_the_output_folder_is_checked_first_and_replaced_whole(tmp_path, capsys)
     assert status == 0 and not list(out.glob("*.png")), "stale figures from the earlier run"
     assert "## Figures" not in (out / "report.md").read_text()
     assert (out / "notes.txt").read_text() == "kept"
+
+
+@requires_torch
+def test_a_folder_that_cannot_be_written_is_refused_before_any_work(tmp_path, capsys):
+    # /proc refuses new folders to root too, where a chmod would not stop root.
+    assert main(["--out", "/proc/zerohop-out", "--synthetic", "0.01"]) == 2
+    assert "not writable" in capsys.readouterr().err
+    if os.geteuid() != 0:
+        locked = tmp_path / "locked"
+        locked.mkdir(mode=0o500)
+        assert main(["--out", str(locked / "out"), "--synthetic", "0.01"]) == 2
+        assert "not writable" in capsys.readouterr().err and not list(locked.iterdir())
 
 
 def test_a_missing_torch_is_named_with_the_install_command(tmp_path, capsys, monkeypatch):

@@ -36,6 +36,12 @@ def check_writable(out: Path) -> Path:
         raise EcgInputError(f"--out {out}: {base} is a file, not a folder")
     if not os.access(base, os.W_OK | os.X_OK):
         raise EcgInputError(f"--out {out}: {base} is not writable")
+    # access() answers yes to root whatever the mode, and knows nothing of pseudo file systems
+    # or quotas: a real folder made and removed is the only answer that holds.
+    try:
+        os.rmdir(tempfile.mkdtemp(prefix=".zerohop-probe-", dir=base))
+    except OSError as error:
+        raise EcgInputError(f"--out {out}: {base} is not writable ({error.strerror})") from None
     return base
 
 

@@ -49,6 +49,9 @@ def parser():
                         help="a PhysioNet WFDB record (path without extension, e.g. data/100); "
                         "a RECORD.atr beside it is used to score the detection")
     source.add_argument("--csv", type=Path, help="a CSV file, one column per signal")
+    source.add_argument("--records", metavar="DIR_OR_GLOB",
+                        help="many recordings: a folder of WFDB records (*.hea) and CSV files, "
+                        "or a glob; one model trains on all their beats")
     source.add_argument("--synthetic", type=_finite("hours", 1e-3, 24.0), metavar="HOURS",
                         help="generate this many hours (up to 24) of synthetic ECG with known "
                         "R peaks")
@@ -78,6 +81,18 @@ def parser():
     p.add_argument("--out", type=Path, default=Path("out/ecg"),
                    help="folder for the figures and report.md (written only if the job "
                    "succeeds)")
+    many = p.add_argument_group("many recordings (--records)")
+    many.add_argument("--workers", type=_finite("--workers", 1, 1024, integer=True), default=1,
+                      help="local worker processes reading and segmenting records (1: in "
+                      "this process)")
+    engine = many.add_mutually_exclusive_group()
+    engine.add_argument("--ray", metavar="ADDRESS", help="run the records on a Ray cluster "
+                        "('auto', 'ray://host:port', or 'local' to start one here)")
+    engine.add_argument("--dask", metavar="ADDRESS", help="run the records on a Dask cluster "
+                        "(a scheduler address, or 'local' for a LocalCluster of --workers "
+                        "processes)")
+    many.add_argument("--stop-on-error", action="store_true",
+                      help="stop at the first record that fails (default: report it, go on)")
     p.add_argument("--no-progress", action="store_true", help="no training progress bar")
     p.add_argument("--no-plots", action="store_true",
                    help="skip the PNG figures (the report is still written)")
@@ -85,7 +100,13 @@ def parser():
 
 
 def main(argv=None):
-    args = parser().parse_args(argv)
+    p = parser()
+    args = p.parse_args(argv)
+    if args.records is None and (args.ray or args.dask or args.workers != 1
+                                 or args.stop_on_error):
+        p.error("--workers, --ray, --dask and --stop-on-error go with --records")
+    if args.records is not None:
+        return _main_records(args)
     from .pipeline import Config, run
 
     config = Config(out=args.out, csv=args.csv, wfdb=args.wfdb, rate=args.rate,
@@ -113,6 +134,37 @@ def main(argv=None):
               f"{a['ppv'] * 100:.2f} %, F1 {a['f1'] * 100:.2f} % against {a['reference']}")
     print(f"report: {result.report}")
     for name, path in result.plots.items():
+        print(f"plot:   {path}")
+    return 0
+
+
+def _config(args):
+    from .pipeline import Config
+
+    return Config(out=args.out, rate=args.rate, column=args.column, delimiter=args.delimiter,
+                  method=args.method, device=args.device, epochs=args.epochs,
+                  batch_size=args.batch_size, threads=args.threads, seed=args.seed,
+                  progress=not args.no_progress and sys.stderr.isatty(),
+                  plots=not args.no_plots, records=args.records, workers=args.workers,
+                  ray=args.ray, dask=args.dask, stop_on_error=args.stop_on_error)
+
+
+def _main_records(args):
+    from .batch import run_batch
+
+    try:
+        result = run_batch(_config(args))
+    except (EcgInputError, OSError, ValueError) as err:
+        print(f"zerohop-ecg: {err}", file=sys.stderr)
+        return 2
+    print(f"\n{len(result.records)} record(s) trained on, {len(result.failures)} failed; "
+          f"rows handed over with the same pointer: "
+          f"{sum(h['same'] for h in result.hand_offs)}/{len(result.hand_offs)}, "
+          f"bytes copied: {result.bytes_copied:,}")
+    for failure in result.failures:
+        print(f"failed: {failure.name}: {failure.error}")
+    print(f"report: {result.report}")
+    for path in result.plots.values():
         print(f"plot:   {path}")
     return 0
 

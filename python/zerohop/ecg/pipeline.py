@@ -40,6 +40,12 @@ class Config:
     seed: int = 42
     progress: bool = True
     plots: bool = True
+    # Many recordings (batch.py): where, and on what.
+    records: str | None = None
+    workers: int = 1
+    ray: str | None = None
+    dask: str | None = None
+    stop_on_error: bool = False
 
 
 @dataclass

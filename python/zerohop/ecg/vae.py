@@ -124,22 +124,50 @@ def train(beats, *, epochs=30, batch_size=1024, lr=1e-3, seed=42, device="cpu",
     return result
 
 
+def _parts(beats):
+    """The training beats as a list of (rows, width) tensors: one tensor, or one per record
+    (views of the memory the records arrived in, never concatenated)."""
+    parts = list(beats) if isinstance(beats, (list, tuple)) else [beats]
+    widths = {int(p.shape[1]) for p in parts}
+    if len(widths) != 1:
+        raise ValueError(f"beats of different widths {sorted(widths)} cannot train one model")
+    return parts, widths.pop()
+
+
+def _normalise(parts, device):
+    """One shift and scale for all beats (mean and standard deviation over every sample,
+    accumulated in float64), and the normalised training tensor on `device`, written part by
+    part: the only pass over the beats, as for a single recording."""
+    n = sum(int(p.shape[0]) for p in parts)
+    # Each part's mean and variance, combined exactly (Chan et al.): no float64 copy of a part.
+    stats = [(p.numel(), *map(float, torch.var_mean(p, correction=0))) for p in parts]
+    count = sum(k for k, _, _ in stats)
+    center = sum(k * m for k, _, m in stats) / count
+    squares = sum(k * (v + (m - center) ** 2) for k, v, m in stats)
+    scale = math.sqrt(squares / max(1, count - 1)) or 1.0
+    normalised = torch.empty((n, int(parts[0].shape[1])), dtype=torch.float32, device=device)
+    row = 0
+    for p in parts:
+        rows = normalised[row:row + p.shape[0]]
+        rows.copy_(p, non_blocking=True).sub_(center).div_(scale)
+        row += p.shape[0]
+    return normalised, center, scale
+
+
 def _train(beats, epochs, batch_size, lr, seed, device, progress):
     torch.manual_seed(seed)
     generator = torch.Generator().manual_seed(seed)
-    n, width = beats.shape
+    parts, width = _parts(beats)
+    n = sum(int(p.shape[0]) for p in parts)
     order = torch.randperm(n, generator=generator)
     split = max(1, int(0.75 * n))
     train_idx, test_idx = order[:split], order[split:]
-    center = float(beats.mean())
-    scale = float(beats.std()) or 1.0
     batch_size = max(1, min(batch_size, max(16, split // 16)))
     model = LightVAE(width).to(device)
     optimiser = torch.optim.Adam(model.parameters(), lr=lr)
-    # Everything a step touches lives on the training device: the normalised beats (made once;
-    # no copy when the beats are there already), the indices, and the running loss, read once
-    # an epoch, so a step never waits for the host.
-    normalised = (beats.to(device) - center) / scale
+    # Everything a step touches lives on the training device: the normalised beats (made once),
+    # the indices, and the running loss, read once an epoch, so a step never waits for the host.
+    normalised, center, scale = _normalise(parts, device)
     train_on_device = train_idx.to(device)
     losses = []
     started = time.perf_counter()
@@ -177,7 +205,8 @@ def embed(model, beats, scale, device="cpu", batch_size=4096, center=0.0):
     in units of the beats' variance, the same for mV and ADC counts) for every beat."""
     model.eval()
     mus, logvars, recons, errors = [], [], [], []
-    for chunk in beats.split(batch_size):
+    parts, _ = _parts(beats)
+    for chunk in (c for p in parts for c in p.split(batch_size)):
         normalised = (chunk.to(device) - center) / scale
         mu, logvar = model.encode(normalised.unsqueeze(1))
         decoded = model.decode(mu).squeeze(1)

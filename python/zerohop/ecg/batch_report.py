@@ -1,0 +1,92 @@
+"""The report and figures of the job over many recordings."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .report import _bytes
+
+
+def _percent(x):
+    return f"{x * 100:.2f} %"
+
+
+def write_batch_report(path, *, backend, records, failures, hand_offs, copied, pooled, outliers,
+                       plots, detect_seconds, train_seconds, train):
+    beats = sum(int(r.beats.shape[0]) for r in records)
+    total = len(records) + len(failures)
+    lines = [
+        "# ECG job over many recordings",
+        "",
+        f"- {len(records)} of {total} recording(s) processed on {backend} in "
+        f"{detect_seconds:.2f} s (read, detect, cut beat rows); {beats:,} beats in all",
+        f"- training: LightVAE, {train['epochs']} epoch(s), batch {train['batch_size']}, on "
+        f"{train['device']}" + (f" with {train['threads']} CPU thread(s)"
+                                if train["device"] == "cpu" else "")
+        + f", {train_seconds:.2f} s; final loss {train['final_loss']:.5f}, held-out loss "
+        f"{train['test_loss']:.5f} (mean squared error of normalised beats + 0.1 × KL)",
+        f"- rows handed from the workers to PyTorch: {sum(h['same'] for h in hand_offs)}/"
+        f"{len(hand_offs)} with the same pointer; bytes copied on the way: {copied:,}",
+        "",
+    ]
+    if pooled is not None:
+        lines += [f"Detection over the {pooled['records']} annotated record(s) (AAMI EC57 "
+                  f"matching, ±150 ms, first and last 5 s not scored): sensitivity "
+                  f"{_percent(pooled['sensitivity'])}, positive predictivity "
+                  f"{_percent(pooled['ppv'])}, F1 {_percent(pooled['f1'])} "
+                  f"(TP {pooled['tp']:,}, FP {pooled['fp']:,}, FN {pooled['fn']:,}).", ""]
+    lines += ["## Records", "",
+              "| record | rate (Hz) | duration (min) | beats | median bpm | sensitivity | +P | "
+              "rows lived in | bytes copied | seconds | worker |",
+              "|---|---:|---:|---:|---:|---:|---:|---|---:|---:|---|"]
+    for r, h in zip(records, hand_offs):
+        a = r.accuracy
+        score = (f"{_percent(a['sensitivity'])} | {_percent(a['ppv'])}" if a else "– | –")
+        lines.append(f"| {r.name} | {r.rate:g} | {r.samples / r.rate / 60:.1f} | "
+                     f"{r.beats.shape[0]:,} | {r.bpm:.0f} | {score} | {h['place']} | "
+                     f"{h['copied']:,} | {r.seconds:.2f} | {r.worker} |")
+    if failures:
+        lines += ["", "## Failed records", "", "| record | error |", "|---|---|"]
+        lines += [f"| {f.name} | {f.error.replace('|', '/')} |" for f in failures]
+    lines += ["", "## Most unusual beats", "",
+              "Largest reconstruction errors (mean squared error of the normalised beat, in "
+              "units of the beats' variance):", "",
+              "| record | time (s) | error |", "|---|---:|---:|"]
+    lines += [f"| {o['record']} | {o['time']:.2f} | {o['error']:.4f} |" for o in outliers]
+    if plots:
+        lines += ["", "## Figures", ""] + [f"![{name}]({p.name})" for name, p in plots.items()]
+    lines += ["", f"Memory of the rows: {_bytes(sum(h['bytes'] for h in hand_offs))}.", ""]
+    path.write_text("\n".join(lines))
+    return path
+
+
+def write_batch_plots(out, records, offsets, mu, losses):
+    from .plots import _pyplot
+
+    plt = _pyplot()
+    paths = {}
+    fig, ax = plt.subplots(figsize=(6, 4))
+    ax.plot(np.arange(1, len(losses) + 1), losses, marker="o", ms=3)
+    ax.set(xlabel="epoch", ylabel="training loss per beat (normalised units)",
+           title="LightVAE training")
+    fig.tight_layout()
+    paths["loss"] = out / "loss.png"
+    fig.savefig(paths["loss"], dpi=110)
+    plt.close(fig)
+
+    fig, ax = plt.subplots(figsize=(7, 6))
+    for k, r in enumerate(records[:20]):
+        part = mu[offsets[k]:offsets[k + 1]]
+        ax.scatter(part[:, 0], part[:, 1], s=2, alpha=0.5, label=r.name)
+    if len(records) > 20:
+        rest = mu[offsets[20]:]
+        ax.scatter(rest[:, 0], rest[:, 1], s=2, alpha=0.3, color="grey",
+                   label=f"{len(records) - 20} more")
+    ax.set(xlabel="latent μ₁ (dimensionless)", ylabel="latent μ₂ (dimensionless)",
+           title="every beat's latent mean, by record")
+    ax.legend(markerscale=4, fontsize=7, ncol=2)
+    fig.tight_layout()
+    paths["latent"] = out / "latent.png"
+    fig.savefig(paths["latent"], dpi=110)
+    plt.close(fig)
+    return paths

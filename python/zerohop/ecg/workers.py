@@ -1,0 +1,301 @@
+"""Where the records are processed: in this process, in local worker processes, or on an
+existing Ray or Dask cluster. Each backend is a context manager whose `results()` yields a
+`RecordBeats` or a `RecordFailure` per record as they finish; the memory the rows arrived in
+stays valid until the backend is closed.
+
+zerohop brings no cluster or transport of its own: local processes talk through a pipe
+(`multiprocessing`), Ray through its object store, Dask through its own comms.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import pickle
+import signal
+from pathlib import Path
+from multiprocessing.connection import wait
+
+from .errors import EcgInputError
+from .records import RecordBeats, RecordFailure, boot_id, process_record, record_name
+
+
+def _error_text(error):
+    return str(error) if isinstance(error, (EcgInputError, OSError)) else \
+        f"{type(error).__name__}: {error}"
+
+
+class InProcess:
+    """One record after another in this process (`--workers 1`)."""
+
+    label = "this process"
+
+    def __init__(self, paths, options):
+        self.paths, self.options = paths, options
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+    def results(self):
+        for index, path in enumerate(self.paths):
+            try:
+                yield process_record(index, str(path), self.options)
+            except (EcgInputError, OSError, ValueError) as error:
+                yield RecordFailure(index, record_name(path), _error_text(error))
+
+
+def _worker_main(conn, options):
+    """A local worker: records in, rows out. It keeps every result it sent until told to stop,
+    because the parent maps the rows' shared memory through this process."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
+    sent = []
+    while True:
+        task = conn.recv()
+        if task is None:
+            return
+        index, path = task
+        try:
+            result = process_record(index, path, options)
+        except Exception as error:  # reported per record; the worker goes on
+            conn.send(RecordFailure(index, record_name(Path(path)), _error_text(error)))
+            continue
+        sent.append(result)
+        conn.send(result)
+
+
+class _Worker:
+    def __init__(self, context, options):
+        self.conn, child = context.Pipe()
+        self.process = context.Process(target=_worker_main, args=(child, options), daemon=True,
+                                       name="zerohop-ecg-worker")
+        self.process.start()
+        child.close()
+        self.task = None
+
+    def give(self, task):
+        self.task = task
+        self.conn.send(task)
+
+
+class LocalProcesses:
+    """`--workers N`: N local processes (spawned, so they share no state with this one). Rows
+    come back in `zerohop.memory.Shared` memory as handles, mapped here without a copy. A worker
+    that dies (killed, out of memory) fails the record it was on; a new worker takes its place."""
+
+    def __init__(self, paths, options, workers):
+        self.paths, self.workers = paths, max(1, min(workers, len(paths)))
+        self.options = options
+        self.label = f"{self.workers} local worker process(es)"
+        self._context = mp.get_context("spawn")
+        self._live = []
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        for worker in self._live:
+            try:
+                worker.conn.send(None)
+            except OSError:
+                pass
+        for worker in self._live:
+            worker.process.join(timeout=10)
+            if worker.process.is_alive():
+                worker.process.kill()
+                worker.process.join()
+            worker.conn.close()
+        self._live = []
+        return False
+
+    def results(self):
+        todo = list(enumerate(str(p) for p in self.paths))[::-1]
+        idle = []
+        for _ in range(self.workers):
+            self._live.append(_Worker(self._context, self.options))
+        idle.extend(self._live)
+        outstanding = 0
+        while todo or outstanding:
+            while idle and todo:
+                idle.pop().give(todo.pop())
+                outstanding += 1
+            by_handle = {}
+            for worker in self._live:
+                if worker.task is not None:
+                    by_handle[worker.conn] = worker
+                    by_handle[worker.process.sentinel] = worker
+            for ready in wait(list(by_handle)):
+                worker = by_handle[ready]
+                if worker.task is None:
+                    continue  # its result and its end were both ready; handled already
+                index, path = worker.task
+                result = None
+                try:
+                    if worker.conn.poll():
+                        # Unpickling maps the rows' shared memory while the worker holds it.
+                        result = worker.conn.recv()
+                except EOFError:
+                    pass  # the worker is gone: its end tells how
+                except (OSError, ValueError, TypeError, pickle.UnpicklingError) as error:
+                    result = RecordFailure(index, record_name(Path(path)),
+                                           f"could not take the result: {_error_text(error)}")
+                if result is None:
+                    worker.process.join(timeout=5)
+                    if worker.process.is_alive():
+                        continue
+                    result = RecordFailure(index, record_name(Path(path)),
+                                           f"the worker ({_ended(worker.process)}) died while "
+                                           f"processing it")
+                worker.task = None
+                outstanding -= 1
+                if worker.process.is_alive():
+                    idle.append(worker)
+                else:
+                    self._live.remove(worker)
+                    worker.conn.close()
+                    if todo:
+                        replacement = _Worker(self._context, self.options)
+                        self._live.append(replacement)
+                        idle.append(replacement)
+                yield result
+
+
+def _ended(process):
+    code = process.exitcode
+    if code is not None and code < 0:
+        try:
+            return f"pid {process.pid}, killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"pid {process.pid}, killed by signal {-code}"
+    return f"pid {process.pid}, exit code {code}"
+
+
+class RayCluster:
+    """`--ray ADDRESS` (`auto`, `ray://host:port`, or `local` to start one here): one task per
+    record; the rows go into Ray's object store once, and come back as read-only views of it."""
+
+    def __init__(self, paths, options, address):
+        try:
+            import ray
+        except ImportError:
+            raise EcgInputError("--ray needs Ray: pip install 'ray[default]'") from None
+        self.ray, self.paths, self.options, self.address = ray, paths, options, address
+        self.label = f"Ray ({address})"
+        self._started = False
+        self._refs = []
+
+    def __enter__(self):
+        ray = self.ray
+        if not ray.is_initialized():
+            try:
+                if self.address == "local":
+                    ray.init(num_cpus=os.cpu_count(), include_dashboard=False,
+                             log_to_driver=False)
+                else:
+                    ray.init(address=self.address, log_to_driver=False)
+            except (ConnectionError, RuntimeError, ValueError) as error:
+                raise EcgInputError(f"--ray {self.address}: {error}") from None
+            self._started = True
+        return self
+
+    def __exit__(self, *exc):
+        self._refs = []
+        if self._started:
+            self.ray.shutdown()
+        return False
+
+    def results(self):
+        ray = self.ray
+        task = ray.remote(max_retries=0)(process_record)
+        pending = {task.remote(i, str(p), self.options): i for i, p in enumerate(self.paths)}
+        self._refs = list(pending)  # the objects stay in the store while the job runs
+        while pending:
+            (ref,), _ = ray.wait(list(pending), num_returns=1)
+            index = pending.pop(ref)
+            name = record_name(self.paths[index])
+            try:
+                yield ray.get(ref)
+            except ray.exceptions.RayTaskError as error:
+                cause = error.cause if getattr(error, "cause", None) is not None else error
+                yield RecordFailure(index, name, _error_text(cause))
+            except ray.exceptions.RayError as error:  # a worker or node lost
+                yield RecordFailure(index, name, f"{type(error).__name__}: "
+                                    f"{str(error).splitlines()[0]}")
+
+
+class DaskCluster:
+    """`--dask ADDRESS` (a scheduler address, or `local` for a LocalCluster of processes): one
+    task per record. Workers on this machine put the rows in shared memory, so they arrive as
+    handles; from other machines they arrive through Dask's comms (a copy, counted)."""
+
+    def __init__(self, paths, options, address, workers):
+        try:
+            import distributed
+        except ImportError:
+            raise EcgInputError("--dask needs Dask: pip install 'dask[distributed]'") from None
+        self.distributed, self.paths, self.address = distributed, paths, address
+        self.options = options
+        self.workers = max(1, min(workers, len(paths)))
+        self.label = f"Dask ({address})"
+        self._client = self._cluster = None
+        self._futures = []
+
+    def __enter__(self):
+        d = self.distributed
+        try:
+            if self.address == "local":
+                import dask
+
+                # A task whose worker dies fails at once, as with the other backends, instead
+                # of being retried on three more workers.
+                dask.config.set({"distributed.scheduler.allowed-failures": 0})
+                self._cluster = d.LocalCluster(n_workers=self.workers, threads_per_worker=1,
+                                               processes=True, dashboard_address=None)
+                self._client = d.Client(self._cluster)
+            else:
+                self._client = d.Client(self.address, timeout="20s")
+        except (OSError, TimeoutError, ValueError) as error:
+            raise EcgInputError(f"--dask {self.address}: {error}") from None
+        return self
+
+    def __exit__(self, *exc):
+        self._futures = []
+        if self._client is not None:
+            self._client.close()
+        if self._cluster is not None:
+            self._cluster.close()
+        return False
+
+    def results(self):
+        d = self.distributed
+        futures = {self._client.submit(process_record, i, str(p), self.options, pure=False,
+                                       retries=0): i
+                   for i, p in enumerate(self.paths)}
+        self._futures = list(futures)  # the workers hold the rows while the job runs
+        for future in d.as_completed(list(futures)):
+            index = futures[future]
+            try:
+                yield future.result()
+            except Exception as error:  # the task's own exception, or KilledWorker
+                yield RecordFailure(index, record_name(self.paths[index]), _error_text(error))
+
+
+def backend(paths, options, *, workers=1, ray=None, dask=None):
+    """The backend the arguments choose; shared memory wherever the rows stay on this machine."""
+    from dataclasses import replace
+
+    options = replace(options, job_pid=os.getpid())
+    here = replace(options, shared_on=boot_id())
+    if ray is not None:
+        return RayCluster(paths, options, ray)
+    if dask is not None:
+        return DaskCluster(paths, here, dask, workers)
+    if workers > 1 and len(paths) > 1:
+        return LocalProcesses(paths, here, workers)
+    return InProcess(paths, options)
+
+
+__all__ = ["DaskCluster", "InProcess", "LocalProcesses", "RayCluster", "RecordBeats",
+           "RecordFailure", "backend"]

@@ -1,0 +1,144 @@
+"""The ECG job over many recordings (`--records`): local worker processes, Ray and Dask hand
+every record's beat rows to PyTorch without a copy (pointer identity, and the memory mapping
+the rows lie in), a killed worker fails only its record, and bad arguments are refused first."""
+
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import zerohop.ecg as ecg
+from conftest import requires_torch
+from zerohop.ecg.__main__ import main
+from zerohop.ecg.batch import run_batch
+from zerohop.ecg.errors import EcgInputError
+from zerohop.ecg.pipeline import Config
+from zerohop.ecg.records import KILL_SWITCH, find_records, where_it_lives
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory):
+    """Record 100 (WFDB, annotated) and three 2.5-minute synthetic CSV recordings (each over Ray's 100 KiB inline limit)."""
+    root = tmp_path_factory.mktemp("records")
+    for f in Path(ecg.RECORD_100).parent.glob("mitdb100.*"):
+        shutil.copy(f, root / f.name)
+    for seed, bpm in enumerate((55, 95, 140)):
+        signal, _, _ = ecg.synthesize(150.0, rate=360.0, heart_rate=bpm, ectopic=0.05, seed=seed)
+        np.savetxt(root / f"synthetic{bpm}.csv", np.from_dlpack(signal), fmt="%.4f",
+                   header="mV", comments="")
+    return root
+
+
+def job(folder, out, **kw):
+    config = Config(out=out, records=str(folder), rate=360.0, epochs=1, progress=False,
+                    plots=False, **kw)
+    return run_batch(config, say=lambda *_: None)
+
+
+def test_records_are_found_by_folder_glob_and_name(folder, tmp_path):
+    names = [p.name for p in find_records(str(folder))]
+    assert names == ["mitdb100.hea", "synthetic140.csv", "synthetic55.csv", "synthetic95.csv"]
+    assert [p.name for p in find_records(str(folder / "*.csv"))] == names[1:]
+    assert [p.name for p in find_records(str(folder / "mitdb100.dat"))] == ["mitdb100.hea"]
+    assert [p.name for p in find_records(str(folder / "mitdb100"))] == ["mitdb100.hea"]
+    with pytest.raises(EcgInputError, match="no WFDB headers"):
+        find_records(str(tmp_path))
+
+
+def assert_zero_copy(result, place):
+    assert [h["record"] for h in result.hand_offs] == ["mitdb100", "synthetic140", "synthetic55",
+                                                       "synthetic95"]
+    for h in result.hand_offs:
+        assert h["same"] and h["place"] == place and h["copied"] == 0, h
+    assert result.bytes_copied == 0 and not result.failures
+
+
+@requires_torch
+def test_local_workers_hand_rows_over_in_shared_memory(folder, tmp_path):
+    result = job(folder, tmp_path / "out", workers=2)
+    assert_zero_copy(result, "shared memory")
+    assert len({r.worker for r in result.records}) == 2, "two worker processes did the work"
+    report = (tmp_path / "out" / "report.md").read_text()
+    assert "| mitdb100 | 360 | 30.1 | 2,271 |" in report
+    assert "4/4 with the same pointer; bytes copied on the way: 0" in report
+    assert "Detection over the 1 annotated record(s)" in report
+
+
+@requires_torch
+def test_in_process_the_rows_are_this_process_memory(folder, tmp_path):
+    result = job(folder, tmp_path / "out")
+    assert_zero_copy(result, "process memory")
+
+
+@requires_torch
+def test_a_killed_worker_fails_only_its_record(folder, tmp_path, monkeypatch):
+    monkeypatch.setenv(KILL_SWITCH, "synthetic95")
+    result = job(folder, tmp_path / "out", workers=2)
+    assert [f.name for f in result.failures] == ["synthetic95"]
+    assert "killed by SIGKILL" in result.failures[0].error
+    assert [r.name for r in result.records] == ["mitdb100", "synthetic140", "synthetic55"]
+    report = (tmp_path / "out" / "report.md").read_text()
+    assert "## Failed records" in report and "| synthetic95 | the worker" in report
+    with pytest.raises(EcgInputError, match="synthetic95 failed.*--stop-on-error"):
+        job(folder, tmp_path / "stopped", workers=2, stop_on_error=True)
+    assert not (tmp_path / "stopped").exists()
+
+
+@requires_torch
+def test_ray_hands_rows_over_in_its_object_store(folder, tmp_path):
+    ray = pytest.importorskip("ray")
+    started = ray.is_initialized()
+    result = job(folder, tmp_path / "out", ray="local")
+    assert_zero_copy(result, "Ray object store")
+    assert ray.is_initialized() == started, "a Ray the job started is shut down again"
+
+
+@requires_torch
+def test_dask_workers_on_this_machine_hand_rows_over_in_shared_memory(folder, tmp_path,
+                                                                      monkeypatch):
+    pytest.importorskip("distributed")
+    monkeypatch.setenv(KILL_SWITCH, "synthetic55")
+    result = job(folder, tmp_path / "out", dask="local", workers=2)
+    assert [f.name for f in result.failures] == ["synthetic55"]
+    assert "KilledWorker" in result.failures[0].error
+    for h in result.hand_offs:
+        assert h["same"] and h["place"] == "shared memory" and h["copied"] == 0, h
+
+
+@requires_torch
+def test_rows_of_different_widths_are_refused_with_the_rates(folder, tmp_path):
+    with pytest.raises(EcgInputError, match=r"differ in width.*1000 Hz.*run each rate"):
+        run_batch(Config(out=tmp_path / "out", records=str(folder), rate=1000.0, epochs=1,
+                         progress=False, plots=False), say=lambda *_: None)
+    assert not (tmp_path / "out").exists()
+
+
+def test_where_it_lives_reads_the_memory_map():
+    assert where_it_lives(np.zeros(10).ctypes.data) == "process memory"
+    import zerohop
+    import zerohop.memory as zm
+
+    zm.set_current(zm.Shared())
+    try:
+        t = zerohop.zeros((1000,), "float32")
+    finally:
+        zm.reset_current()
+    assert where_it_lives(t.data_ptr) == "shared memory"
+
+
+@requires_torch
+def test_the_cli_runs_records_and_refuses_engine_options_without_them(folder, tmp_path,
+                                                                       capsys):
+    assert main(["--records", str(folder), "--rate", "360", "--epochs", "1", "--workers", "2",
+                 "--out", str(tmp_path / "out")]) == 0
+    printed = capsys.readouterr().out
+    assert "4 record(s) trained on, 0 failed" in printed and "bytes copied: 0" in printed
+    assert (tmp_path / "out" / "latent.png").exists()
+    for extra in (["--workers", "2"], ["--ray", "local"], ["--dask", "local"]):
+        with pytest.raises(SystemExit) as exit:
+            main(["--synthetic", "0.01", "--out", str(tmp_path / "never"), *extra])
+        assert exit.value.code == 2 and "go with --records" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["--records", str(folder), "--ray", "local", "--dask", "local"])
+    assert not (tmp_path / "never").exists()

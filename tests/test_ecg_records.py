@@ -142,3 +142,26 @@ def test_the_cli_runs_records_and_refuses_engine_options_without_them(folder, tm
     with pytest.raises(SystemExit):
         main(["--records", str(folder), "--ray", "local", "--dask", "local"])
     assert not (tmp_path / "never").exists()
+
+
+@requires_torch
+def test_torchrun_trains_one_model_over_ranks_each_with_its_own_records(folder, tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    out = tmp_path / "out"
+    run = subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node",
+         "2", "-m", "zerohop.ecg", "--records", str(folder), "--rate", "360",
+         "--epochs", "2", "--threads", "1", "--no-plots", "--out", str(out)],
+        capture_output=True, text=True, timeout=300,
+        env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert run.stdout.count("report:") == 1, "only rank 0 writes the report"
+    report = (out / "report.md").read_text()
+    assert "DistributedDataParallel over 2 ranks" in report
+    assert "on each of 2 torchrun ranks" in report
+    for name in ("mitdb100", "synthetic140", "synthetic55", "synthetic95"):
+        assert f"| {name} | 360 |" in report
+    assert "4/4 with the same pointer; bytes copied on the way: 0" in report

@@ -97,3 +97,32 @@ def test_bad_handles_are_clear_errors(tmp_path):
     short = dict(state, cuda_ipc=dict(state["cuda_ipc"], memory=b"x"))
     with pytest.raises(ValueError, match="has 1 bytes"):
         rebuild(fmt, short, data)
+
+
+TABLE_CONSUMER = textwrap.dedent("""
+    import pickle, sys, torch, zerohop
+    t = pickle.loads(open(sys.argv[1], "rb").read())
+    x, v = t.column("x", "torch"), t.column("v", "torch")
+    print(t.device, len(t), int(x.sum().item()), int(v.sum().item()),
+          x.data_ptr() == t["x"].data_ptr)
+    x[0] = -1                                 # the producer sees this
+    torch.cuda.synchronize()
+""")
+
+
+def test_a_device_table_travels_by_cuda_ipc(tmp_path):
+    host = zerohop.Table([("x", "int64"), ("v", "float32", 3)], 10_000)
+    torch.from_dlpack(host["x"]).copy_(torch.arange(10_000))
+    torch.from_dlpack(host["v"]).fill_(2.0)
+    table = host.to("cuda:0")
+    data = pickle.dumps(table, protocol=5)
+    assert len(data) < 4096, "the pickle holds a handle and the schema, not the table"
+    path = tmp_path / "table.pickle"
+    path.write_bytes(data)
+    out = subprocess.run([sys.executable, "-c", TABLE_CONSUMER, str(path)], capture_output=True,
+                         text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    device, rows, xs, vs, same = out.stdout.split()
+    assert (device, rows, same) == ("cuda:0", "10000", "True")
+    assert int(xs) == 10_000 * 9_999 // 2 and int(vs) == 60_000
+    assert table.column("x", "torch")[0].item() == -1, "the consumer wrote the same memory"

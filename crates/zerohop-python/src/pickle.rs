@@ -12,7 +12,8 @@
 //! value of `state` and `data` against each other before building a view, so a truncated or
 //! tampered pickle is a Python exception, never a view past the end of a buffer.
 //! CUDA tensors travel by CUDA IPC (`pickle_cuda`): a handle to the same device memory.
-//! Other device data is refused: zerohop never copies it to the host behind the caller's back.
+//! CUDA SoA tables travel the same way (their one buffer). Other device data is refused:
+//! zerohop never copies it to the host behind the caller's back.
 
 use std::ptr::NonNull;
 use std::sync::Arc;
@@ -269,6 +270,7 @@ fn reduce_cuda_tensor<'py>(py: Python<'py>, t: &PyTensor) -> PyResult<Bound<'py,
 pub fn reduce_table<'py>(
     table: &Bound<'py, PyTable>,
     storage: &Storage,
+    stream: usize,
     protocol: i32,
 ) -> PyResult<Bound<'py, PyTuple>> {
     let py = table.py();
@@ -276,10 +278,11 @@ pub fn reduce_table<'py>(
     state.set_item("storage", storage.kind())?;
     let data = match storage {
         Storage::Soa(t) => {
-            if !t.device().is_host_accessible() {
+            let device = t.device();
+            if device.kind != zerohop::DeviceKind::Cuda && !device.is_host_accessible() {
                 return Err(refuse_device(
                     "zerohop.Table",
-                    t.device(),
+                    device,
                     "table.to(\"cpu\") makes a host copy that pickles",
                 ));
             }
@@ -291,6 +294,35 @@ pub fn reduce_table<'py>(
             state.set_item("len", t.len())?;
             state.set_item("readonly", t.is_readonly())?;
             state.set_item("nbytes", layout.total_bytes)?;
+            if device.kind == zerohop::DeviceKind::Cuda {
+                // SAFETY: the table's whole buffer is live device memory, produced on the
+                // table's stream, held by the table being pickled.
+                let handle = unsafe {
+                    crate::pickle_cuda::export_span(
+                        py,
+                        device.id,
+                        t.buffer().as_ptr() as usize,
+                        layout.total_bytes.max(1),
+                        stream,
+                    )
+                }?;
+                state.set_item("cuda_ipc", handle)?;
+                return PyTuple::new(
+                    py,
+                    [
+                        rebuild_fn(py, "_rebuild_table")?,
+                        PyTuple::new(
+                            py,
+                            [
+                                FORMAT.into_pyobject(py)?.into_any(),
+                                state.into_any(),
+                                py.None().into_bound(py),
+                            ],
+                        )?
+                        .into_any(),
+                    ],
+                );
+            }
             let owner: zerohop::Owner = Arc::new(t.buffer().clone());
             data_of(
                 py,
@@ -673,6 +705,20 @@ fn _rebuild_table(
              its metadata says {nbytes}",
             layout.total_bytes
         )));
+    }
+    if let Some(handle) = state.get_item("cuda_ipc")? {
+        let handle = handle
+            .cast::<PyDict>()
+            .map_err(|_| PyTypeError::new_err("pickled table: 'cuda_ipc' is not a dict"))?;
+        let buffer = crate::pickle_cuda::import_buffer(&handle, nbytes.max(1), "table")?;
+        let table = SoaTable::over_buffer(schema, rows, alignment, buffer, first_row, len).py()?;
+        let table = if readonly {
+            table.into_readonly()
+        } else {
+            table
+        };
+        // The import made the legacy stream wait on the producer's event.
+        return Py::new(py, PyTable::from_table(table));
     }
     let Received {
         buffer,

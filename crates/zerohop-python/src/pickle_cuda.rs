@@ -31,11 +31,26 @@ pub fn export_state<'py>(
     start: usize,
     len: usize,
 ) -> PyResult<Bound<'py, PyDict>> {
-    let device = tensor.view.device();
-    // SAFETY: `start..start + len` is the span of a live tensor's elements on `device`, and
+    // SAFETY: `start..start + len` is the span of a live tensor's elements on its device, and
     // the stream is the one the tensor's data is produced on.
-    let (handle, event) =
-        unsafe { ipc::export(device.id, start, len, Stream(tensor.stream())) }.py()?;
+    unsafe { export_span(py, tensor.view.device().id, start, len, tensor.stream()) }
+}
+
+/// The `cuda_ipc` entry for `len` bytes of device memory from `start`, exported after the
+/// work queued on `stream`.
+///
+/// # Safety
+/// `start..start + len` must be live device memory of device `device` that stays allocated
+/// while the caller's object lives, produced on `stream`.
+pub unsafe fn export_span<'py>(
+    py: Python<'py>,
+    device: i32,
+    start: usize,
+    len: usize,
+    stream: usize,
+) -> PyResult<Bound<'py, PyDict>> {
+    // SAFETY: guaranteed by the caller.
+    let (handle, event) = unsafe { ipc::export(device, start, len, Stream(stream)) }.py()?;
     {
         let mut kept = EXPORTED.lock().unwrap_or_else(|p| p.into_inner());
         if kept.len() == KEPT_EVENTS {
@@ -75,6 +90,33 @@ fn int_field(d: &Bound<'_, PyDict>, key: &str) -> PyResult<usize> {
         .map_err(|_| PyTypeError::new_err(format!("pickled CUDA handle: {key:?} is not an int")))
 }
 
+/// The producer's device memory named by the handle in `state`, mapped: a buffer of
+/// `nbytes` bytes, ordered after the producer's stream on the legacy stream.
+pub fn import_buffer(state: &Bound<'_, PyDict>, nbytes: usize, what: &str) -> PyResult<Buffer> {
+    let handle = IpcHandle {
+        memory: bytes_field::<HANDLE_BYTES>(state, "memory")?,
+        event: bytes_field::<HANDLE_BYTES>(state, "event")?,
+        offset: int_field(state, "offset")?,
+        bytes: int_field(state, "bytes")?,
+        device_uuid: bytes_field::<16>(state, "device_uuid")?,
+        pid: u32::try_from(int_field(state, "pid")?)
+            .map_err(|_| PyValueError::new_err("pickled CUDA handle: pid out of range"))?,
+    };
+    if handle.bytes != nbytes {
+        return Err(PyValueError::new_err(format!(
+            "pickled CUDA {what}: the handle maps {} bytes, the layout needs {nbytes}",
+            handle.bytes
+        )));
+    }
+    let mapped = ipc::import(&handle, zerohop::cuda::LEGACY_STREAM).py()?;
+    let device = Device::cuda(mapped.device());
+    let ptr = NonNull::new(mapped.ptr() as *mut u8)
+        .ok_or_else(|| PyValueError::new_err(format!("pickled CUDA {what}: the mapping is NULL")))?;
+    // SAFETY: `nbytes` bytes from `ptr` are the mapped device memory, which `mapped` keeps
+    // open (and the buffer keeps `mapped`).
+    Ok(unsafe { Buffer::from_foreign(ptr, nbytes, device, Arc::new(mapped)) })
+}
+
 /// A tensor over the producer's device memory: `nbytes` mapped from the handle in `state`,
 /// element 0 at `offset`.
 #[allow(clippy::too_many_arguments)]
@@ -88,29 +130,8 @@ pub fn rebuild(
     readonly: bool,
     is_copied: bool,
 ) -> PyResult<PyTensor> {
-    let handle = IpcHandle {
-        memory: bytes_field::<HANDLE_BYTES>(state, "memory")?,
-        event: bytes_field::<HANDLE_BYTES>(state, "event")?,
-        offset: int_field(state, "offset")?,
-        bytes: int_field(state, "bytes")?,
-        device_uuid: bytes_field::<16>(state, "device_uuid")?,
-        pid: u32::try_from(int_field(state, "pid")?)
-            .map_err(|_| PyValueError::new_err("pickled CUDA handle: pid out of range"))?,
-    };
-    if handle.bytes != nbytes {
-        return Err(PyValueError::new_err(format!(
-            "pickled CUDA tensor: the handle maps {} bytes, the layout needs {nbytes}",
-            handle.bytes
-        )));
-    }
-    let legacy = zerohop::cuda::LEGACY_STREAM;
-    let mapped = ipc::import(&handle, legacy).py()?;
-    let device = Device::cuda(mapped.device());
-    let ptr = NonNull::new(mapped.ptr() as *mut u8)
-        .ok_or_else(|| PyValueError::new_err("pickled CUDA tensor: the mapping is NULL"))?;
-    // SAFETY: `nbytes` bytes from `ptr` are the mapped device memory, which `mapped` keeps
-    // open (and the buffer keeps `mapped`).
-    let buffer = unsafe { Buffer::from_foreign(ptr, nbytes, device, Arc::new(mapped)) };
+    let buffer = import_buffer(state, nbytes, "tensor")?;
+    let device = buffer.device();
     // SAFETY: the caller checked that the layout from `offset` lies inside `nbytes` bytes.
     let view = unsafe {
         TensorView::from_raw_parts(
@@ -125,5 +146,9 @@ pub fn rebuild(
     }
     .py()?;
     // The import made the legacy stream wait on the producer's event.
-    Ok(PyTensor::with_stream(view, is_copied, legacy.0))
+    Ok(PyTensor::with_stream(
+        view,
+        is_copied,
+        zerohop::cuda::LEGACY_STREAM.0,
+    ))
 }

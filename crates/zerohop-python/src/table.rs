@@ -648,7 +648,7 @@ impl PyTable {
     /// (the receiver views it) or as a handle in `zerohop.memory.Shared` memory; Arrow tables
     /// go through pyarrow's pickling. Device tables are refused. See docs/processes.md.
     fn __reduce_ex__<'py>(slf: &Bound<'py, Self>, protocol: i32) -> PyResult<Bound<'py, PyTuple>> {
-        crate::pickle::reduce_table(slf, &slf.get().storage, protocol)
+        crate::pickle::reduce_table(slf, &slf.get().storage, slf.get().stream(), protocol)
     }
 
     #[getter]

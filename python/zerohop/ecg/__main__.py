@@ -157,6 +157,8 @@ def _main_records(args):
     except (EcgInputError, OSError, ValueError) as err:
         print(f"zerohop-ecg: {err}", file=sys.stderr)
         return 2
+    if result is None:  # a torchrun rank other than 0: rank 0 reports
+        return 0
     print(f"\n{len(result.records)} record(s) trained on, {len(result.failures)} failed; "
           f"rows handed over with the same pointer: "
           f"{sum(h['same'] for h in result.hand_offs)}/{len(result.hand_offs)}, "

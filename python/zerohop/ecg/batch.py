@@ -31,6 +31,9 @@ class BatchResult:
     hand_offs: list
     bytes_copied: int
     losses: list = field(default_factory=list)
+    train_seconds: float = 0.0
+    #: Beats passed through the model in training, over every epoch and rank.
+    beats_trained: int = 0
 
 
 def _torch_view(torch, beats):
@@ -47,7 +50,7 @@ def _torch_view(torch, beats):
 def _check_widths(records):
     widths = {}
     for r in records:
-        widths.setdefault(int(r.beats.shape[1]), []).append(f"{r.name} ({r.rate:g} Hz)")
+        widths.setdefault(r.width, []).append(f"{r.name} ({r.rate:g} Hz)")
     if len(widths) > 1:
         groups = "; ".join(f"{w} samples: {', '.join(names)}" for w, names in widths.items())
         raise EcgInputError(f"the recordings' beat rows differ in width ({groups}): one model "
@@ -76,7 +79,7 @@ def _collect(work, config, total, say):
                                     f"(stopping: --stop-on-error)")
         else:
             records.append(result)
-            say(f"  [{done}/{total}] {result.name}: {result.beats.shape[0]:,} beats, "
+            say(f"  [{done}/{total}] {result.name}: {result.rows:,} beats, "
                 f"{result.bpm:.0f} bpm, {result.seconds:.2f} s ({result.worker})")
     if not records:
         raise EcgInputError(f"no recording could be processed; first failure: "
@@ -84,75 +87,176 @@ def _collect(work, config, total, say):
     return sorted(records, key=lambda r: r.index), sorted(failures, key=lambda f: f.index)
 
 
+class _World:
+    """This process's place among torchrun's ranks (one rank when not under torchrun)."""
+
+    def __init__(self, torch, device):
+        import os
+
+        self.size = int(os.environ.get("WORLD_SIZE", "1"))
+        self.rank = int(os.environ.get("RANK", "0"))
+        self.device = device
+        self.dist = None
+        if self.size > 1:
+            import torch.distributed as dist
+
+            local = int(os.environ.get("LOCAL_RANK", "0"))
+            nccl = device == "cuda" and torch.cuda.device_count() >= int(
+                os.environ.get("LOCAL_WORLD_SIZE", self.size))
+            if device == "cuda":
+                self.device = f"cuda:{local % torch.cuda.device_count()}"
+                torch.cuda.set_device(self.device)
+            if not dist.is_initialized():
+                dist.init_process_group("nccl" if nccl else "gloo")
+            self.dist = dist
+
+    def gather(self, value):
+        """Every rank's `value`, in rank order."""
+        if self.dist is None:
+            return [value]
+        out = [None] * self.size
+        self.dist.all_gather_object(out, value)
+        return out
+
+    def close(self):
+        if self.dist is not None and self.dist.is_initialized():
+            self.dist.destroy_process_group()
+
+
+class _NoOutput:
+    """Ranks other than 0 write nothing."""
+
+    path = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+    def commit(self):
+        pass
+
+
+def _hand_to_torch(torch, records, in_process):
+    """Each record's rows as a torch tensor over the same memory, and what that cost."""
+    hand_offs, parts = [], []
+    for r in records:
+        place = where_it_lives(r.beats.data_ptr)
+        moved = (place == "process memory" and not in_process) or r.beats.is_copied
+        x = _torch_view(torch, r.beats)
+        hand_offs.append({"record": r.name, "place": place, "bytes": r.beats.nbytes,
+                          "copied": r.beats.nbytes if moved else 0,
+                          "same": x.data_ptr() == r.beats.data_ptr})
+        if x.data_ptr() != r.beats.data_ptr:
+            raise AssertionError(f"{r.name}: torch's view is not the rows' memory")
+        parts.append(x)
+    return hand_offs, parts
+
+
+def _outliers(records, parts, error):
+    offsets = np.cumsum([0] + [int(p.shape[0]) for p in parts])
+    found = []
+    for row in np.argsort(error)[::-1][:10]:
+        k = int(np.searchsorted(offsets, row, side="right") - 1)
+        r = records[k]
+        peak = int(r.beat_peaks[row - offsets[k]])
+        found.append({"record": r.name, "time": peak / r.rate, "error": float(error[row])})
+    return found
+
+
 def run_batch(config, say=print) -> BatchResult:
-    """Runs the job over `config.records`; the output folder is written only if it succeeds."""
+    """Runs the job over `config.records`; the output folder is written only if it succeeds.
+    Under `torchrun --nproc-per-node N` every rank takes every N-th record, trains one
+    DistributedDataParallel model on its own records' beats, and rank 0 writes the report."""
     torch = sources.require_torch()
     if config.plots:
         sources.require_matplotlib()
-    from .vae import embed, train
-
     if config.device == "cuda" and not torch.cuda.is_available():
         raise EcgInputError("--device cuda: torch sees no CUDA device on this machine")
     paths = find_records(config.records)
+    world = _World(torch, config.device)
+    try:
+        if world.size > len(paths):
+            raise EcgInputError(f"--records {config.records}: {len(paths)} recording(s) for "
+                                f"{world.size} ranks; every rank needs one")
+        return _run(config, torch, world, paths[world.rank::world.size],
+                    say if world.rank == 0 else (lambda *_: None), total=len(paths))
+    finally:
+        world.close()
+
+
+def _run(config, torch, world, paths, say, total):
+    from .vae import embed, train
+
     options = RecordOptions(method=config.method, column=config.column, rate=config.rate,
                             delimiter=config.delimiter)
-    staging = Staging(config.out)
-    with staging, backend(paths, options, workers=config.workers, ray=config.ray,
-                          dask=config.dask) as work:
-        say(f"{len(paths)} recording(s) on {work.label}")
+    output = Staging(config.out) if world.rank == 0 else _NoOutput()
+    with output, backend(paths, options, workers=config.workers, ray=config.ray,
+                         dask=config.dask) as work:
+        label = work.label + (f", on each of {world.size} torchrun ranks" if world.size > 1
+                              else "")
+        say(f"{total} recording(s) on {label}")
         begun = time.perf_counter()
-        records, failures = _collect(work, config, len(paths), say)
+        records, failures, problem = [], [], None
+        try:
+            records, failures = _collect(work, config, len(paths), say)
+            hand_offs, parts = _hand_to_torch(torch, records, isinstance(work, InProcess))
+        except EcgInputError as error:
+            problem, hand_offs, parts = str(error), [], []
+        # Every rank learns every rank's records (and problems) before any collective work.
+        shared = world.gather({"records": [replace(r, beats=None) for r in records],
+                               "failures": failures, "hand_offs": hand_offs,
+                               "problem": problem})
         detect_seconds = time.perf_counter() - begun
-        _check_widths(records)
-
-        hand_offs, parts, copied = [], [], 0
-        for r in records:
-            place = where_it_lives(r.beats.data_ptr)
-            moved = place == "process memory" and not isinstance(work, InProcess)
-            if moved or r.beats.is_copied:
-                copied += r.beats.nbytes
-            x = _torch_view(torch, r.beats)
-            hand_offs.append({"record": r.name, "place": place, "bytes": r.beats.nbytes,
-                              "copied": r.beats.nbytes if moved or r.beats.is_copied else 0,
-                              "same": x.data_ptr() == r.beats.data_ptr})
-            if x.data_ptr() != r.beats.data_ptr:
-                raise AssertionError(f"{r.name}: torch's view is not the rows' memory")
-            parts.append(x)
+        for s in shared:
+            if s["problem"] is not None:
+                raise EcgInputError(s["problem"])
+        every = sorted((r for s in shared for r in s["records"]), key=lambda r: r.index)
+        _check_widths(every)
 
         begun = time.perf_counter()
         trained = train(parts, epochs=config.epochs, batch_size=config.batch_size,
-                        seed=config.seed, device=config.device, progress=config.progress,
+                        seed=config.seed, device=world.device, progress=config.progress,
                         threads=config.threads)
         train_seconds = time.perf_counter() - begun
-        mu, _, _, error = embed(trained["model"], parts, trained["scale"], config.device,
+        mu, _, _, error = embed(trained["model"], parts, trained["scale"], world.device,
                                 center=trained["center"])
-        mu, error = mu.numpy(), error.numpy()
-        offsets = np.cumsum([0] + [int(p.shape[0]) for p in parts])
-        outliers = []
-        for row in np.argsort(error)[::-1][:10]:
-            k = int(np.searchsorted(offsets, row, side="right") - 1)
-            r = records[k]
-            peak = int(r.beat_peaks[row - offsets[k]])
-            outliers.append({"record": r.name, "time": peak / r.rate, "error": float(error[row])})
+        mine = {"mu": {r.index: m.numpy() for r, m in
+                       zip(records, mu.split([int(p.shape[0]) for p in parts]))},
+                "outliers": _outliers(records, parts, error.numpy())}
+        results = world.gather(mine)
+        if world.rank != 0:
+            return None
+        hand_offs = sorted((h for s in shared for h in s["hand_offs"]),
+                           key=lambda h: [r.name for r in every].index(h["record"]))
+        failures = sorted((f for s in shared for f in s["failures"]), key=lambda f: f.index)
+        outliers = sorted((o for res in results for o in res["outliers"]),
+                          key=lambda o: -o["error"])[:10]
+        mus = {k: v for res in results for k, v in res["mu"].items()}
+        mu_all = np.concatenate([mus[r.index] for r in every])
+        offsets = np.cumsum([0] + [r.rows for r in every])
+        copied = sum(h["copied"] for h in hand_offs)
 
         plots = {}
         if config.plots:
             from .batch_report import write_batch_plots
 
-            plots = write_batch_plots(staging.path, records, offsets, mu, trained["losses"])
+            plots = write_batch_plots(output.path, every, offsets, mu_all, trained["losses"])
         from .batch_report import write_batch_report
 
         report = write_batch_report(
-            staging.path / "report.md", backend=work.label, records=records, failures=failures,
-            hand_offs=hand_offs, copied=copied, pooled=_pooled(records), outliers=outliers,
+            output.path / "report.md", backend=label, records=every, failures=failures,
+            hand_offs=hand_offs, copied=copied, pooled=_pooled(every), outliers=outliers,
             plots=plots, detect_seconds=detect_seconds, train_seconds=train_seconds,
             train={"epochs": config.epochs, "batch_size": trained["batch_size"],
                    "final_loss": trained["losses"][-1], "test_loss": trained["test_loss"],
-                   "device": config.device, "threads": trained["threads"]})
-        staging.commit()
-    # The rows' memory belongs to the backend, closed now: the summaries keep no view of it.
-    records = [replace(r, beats=None) for r in records]
+                   "device": config.device, "threads": trained["threads"],
+                   "ranks": world.size, "beats_trained": trained["beats_trained"],
+                   "steps": trained["steps"]})
+        output.commit()
     return BatchResult(report=config.out / report.name,
                        plots={k: config.out / p.name for k, p in plots.items()},
-                       records=records, failures=failures, hand_offs=hand_offs,
-                       bytes_copied=copied, losses=trained["losses"])
+                       records=every, failures=failures, hand_offs=hand_offs,
+                       bytes_copied=copied, losses=trained["losses"],
+                       train_seconds=train_seconds, beats_trained=trained["beats_trained"])

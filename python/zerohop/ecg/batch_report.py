@@ -13,7 +13,7 @@ def _percent(x):
 
 def write_batch_report(path, *, backend, records, failures, hand_offs, copied, pooled, outliers,
                        plots, detect_seconds, train_seconds, train):
-    beats = sum(int(r.beats.shape[0]) for r in records)
+    beats = sum(r.rows for r in records)
     total = len(records) + len(failures)
     lines = [
         "# ECG job over many recordings",
@@ -23,7 +23,10 @@ def write_batch_report(path, *, backend, records, failures, hand_offs, copied, p
         f"- training: LightVAE, {train['epochs']} epoch(s), batch {train['batch_size']}, on "
         f"{train['device']}" + (f" with {train['threads']} CPU thread(s)"
                                 if train["device"] == "cpu" else "")
-        + f", {train_seconds:.2f} s; final loss {train['final_loss']:.5f}, held-out loss "
+        + (f", DistributedDataParallel over {train['ranks']} ranks (each its own records' "
+           f"beats)" if train["ranks"] > 1 else "")
+        + f", {train_seconds:.2f} s ({train['beats_trained'] / max(train_seconds, 1e-9):,.0f} "
+        f"beats/s, {train['steps']} steps); final loss {train['final_loss']:.5f}, held-out loss "
         f"{train['test_loss']:.5f} (mean squared error of normalised beats + 0.1 × KL)",
         f"- rows handed from the workers to PyTorch: {sum(h['same'] for h in hand_offs)}/"
         f"{len(hand_offs)} with the same pointer; bytes copied on the way: {copied:,}",
@@ -43,7 +46,7 @@ def write_batch_report(path, *, backend, records, failures, hand_offs, copied, p
         a = r.accuracy
         score = (f"{_percent(a['sensitivity'])} | {_percent(a['ppv'])}" if a else "– | –")
         lines.append(f"| {r.name} | {r.rate:g} | {r.samples / r.rate / 60:.1f} | "
-                     f"{r.beats.shape[0]:,} | {r.bpm:.0f} | {score} | {h['place']} | "
+                     f"{r.rows:,} | {r.bpm:.0f} | {score} | {h['place']} | "
                      f"{h['copied']:,} | {r.seconds:.2f} | {r.worker} |")
     if failures:
         lines += ["", "## Failed records", "", "| record | error |", "|---|---|"]

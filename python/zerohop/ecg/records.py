@@ -59,6 +59,8 @@ class RecordBeats:
     rate: float
     samples: int
     beats: object
+    rows: int
+    width: int
     beat_peaks: np.ndarray
     detected: int
     bpm: float
@@ -133,7 +135,8 @@ def process_record(index: int, path: str, options: RecordOptions) -> RecordBeats
                 if data.truth is not None else None)
     return RecordBeats(
         index=index, name=name, description=data.description, rate=data.rate,
-        samples=data.samples, beats=seg["beats"],
+        samples=data.samples, beats=seg["beats"], rows=int(seg["beats"].shape[0]),
+        width=int(seg["beats"].shape[1]),
         beat_peaks=np.array(np.from_dlpack(seg["beat_peaks"]), dtype=np.int64),
         detected=len(r_peaks), bpm=bpm, accuracy=accuracy,
         seconds=time.perf_counter() - begun, worker=f"pid {os.getpid()} on {socket.gethostname()}")

@@ -134,16 +134,37 @@ def _parts(beats):
     return parts, widths.pop()
 
 
+def _distributed():
+    """torch.distributed's world when a job runs under torchrun with more than one rank."""
+    import torch.distributed as dist
+
+    return dist if dist.is_available() and dist.is_initialized() and \
+        dist.get_world_size() > 1 else None
+
+
+def _all_reduce(values, device, op="sum"):
+    """`values` (floats) reduced over every rank (as they are when there is one)."""
+    dist = _distributed()
+    if dist is None:
+        return list(values)
+    # NCCL reduces device tensors only; gloo reduces host ones.
+    on = device if dist.get_backend() == "nccl" else "cpu"
+    t = torch.tensor(values, dtype=torch.float64, device=on)
+    dist.all_reduce(t, op=dist.ReduceOp.MIN if op == "min" else dist.ReduceOp.SUM)
+    return t.tolist()
+
+
 def _normalise(parts, device):
-    """One shift and scale for all beats (mean and standard deviation over every sample,
-    accumulated in float64), and the normalised training tensor on `device`, written part by
-    part: the only pass over the beats, as for a single recording."""
+    """One shift and scale for all beats (every rank's, under torchrun): mean and standard
+    deviation over every sample, and the normalised training tensor on `device`, written part
+    by part: the only pass over the beats, as for a single recording."""
     n = sum(int(p.shape[0]) for p in parts)
     # Each part's mean and variance, combined exactly (Chan et al.): no float64 copy of a part.
     stats = [(p.numel(), *map(float, torch.var_mean(p, correction=0))) for p in parts]
-    count = sum(k for k, _, _ in stats)
-    center = sum(k * m for k, _, m in stats) / count
-    squares = sum(k * (v + (m - center) ** 2) for k, v, m in stats)
+    count, weighted = _all_reduce([sum(k for k, _, _ in stats),
+                                   sum(k * m for k, _, m in stats)], device)
+    center = weighted / count
+    (squares,) = _all_reduce([sum(k * (v + (m - center) ** 2) for k, v, m in stats)], device)
     scale = math.sqrt(squares / max(1, count - 1)) or 1.0
     normalised = torch.empty((n, int(parts[0].shape[1])), dtype=torch.float32, device=device)
     row = 0
@@ -164,38 +185,55 @@ def _train(beats, epochs, batch_size, lr, seed, device, progress):
     train_idx, test_idx = order[:split], order[split:]
     batch_size = max(1, min(batch_size, max(16, split // 16)))
     model = LightVAE(width).to(device)
+    dist = _distributed()
+    # Under torchrun every rank trains on its own records' beats: DistributedDataParallel
+    # averages the gradients, and every rank takes the same number of steps (the fewest any
+    # rank has), since a rank that stopped early would leave the others waiting.
+    trained = model if dist is None else torch.nn.parallel.DistributedDataParallel(
+        model, device_ids=[torch.device(device).index] if str(device).startswith("cuda")
+        else None)
     optimiser = torch.optim.Adam(model.parameters(), lr=lr)
     # Everything a step touches lives on the training device: the normalised beats (made once),
     # the indices, and the running loss, read once an epoch, so a step never waits for the host.
     normalised, center, scale = _normalise(parts, device)
+    (steps,) = _all_reduce([math.ceil(split / batch_size)], device, op="min")
     train_on_device = train_idx.to(device)
     losses = []
     started = time.perf_counter()
     for epoch in range(epochs):
-        model.train()
+        trained.train()
         total = torch.zeros((), device=device)
+        seen = 0
         order = train_on_device[torch.randperm(split, generator=generator).to(device)]
-        for batch in order.split(batch_size):
+        for batch in order.split(batch_size)[:int(steps)]:
             x = normalised.index_select(0, batch).unsqueeze(1)
-            recon, mu, logvar = model(x)
+            recon, mu, logvar = trained(x)
             loss = vae_loss(recon, x, mu, logvar)
             optimiser.zero_grad()
             loss.backward()
             optimiser.step()
             total += loss.detach()
-        losses.append(float(total) / split)
+            seen += len(batch)
+        summed, count = _all_reduce([float(total), seen], device)
+        losses.append(summed / count)
         if progress:
             _progress(epoch + 1, epochs, losses[-1], started)
     test_loss = math.nan
-    if len(test_idx):
-        with torch.no_grad():
-            model.eval()
+    with torch.no_grad():
+        model.eval()
+        summed = 0.0
+        if len(test_idx):
             x = normalised.index_select(0, test_idx.to(device)).unsqueeze(1)
             recon, mu, logvar = model(x)
-            test_loss = float(vae_loss(recon, x, mu, logvar)) / len(test_idx)
+            summed = float(vae_loss(recon, x, mu, logvar))
+        summed, count = _all_reduce([summed, len(test_idx)], device)
+        if count:
+            test_loss = summed / count
     return {"model": model, "center": center, "scale": scale, "train_idx": train_idx,
             "test_idx": test_idx,
-            "losses": losses, "test_loss": test_loss, "batch_size": batch_size}
+            "losses": losses, "test_loss": test_loss, "batch_size": batch_size,
+            "steps": int(steps) * epochs, "beats_trained": int(_all_reduce(
+                [min(split, int(steps) * batch_size)], device)[0]) * epochs}
 
 
 @torch.no_grad()

@@ -228,7 +228,9 @@ class RayCluster:
 class DaskCluster:
     """`--dask ADDRESS` (a scheduler address, or `local` for a LocalCluster of processes): one
     task per record. Workers on this machine put the rows in shared memory, so they arrive as
-    handles; from other machines they arrive through Dask's comms (a copy, counted)."""
+    handles; from other machines they arrive through Dask's comms (a copy, counted). A task
+    whose worker dies is retried by Dask's own rule (`distributed.scheduler.allowed-failures`,
+    3 by default: the other tasks that worker held must not fail with it) and then reported."""
 
     def __init__(self, paths, options, address, workers):
         try:
@@ -246,11 +248,6 @@ class DaskCluster:
         d = self.distributed
         try:
             if self.address == "local":
-                import dask
-
-                # A task whose worker dies fails at once, as with the other backends, instead
-                # of being retried on three more workers.
-                dask.config.set({"distributed.scheduler.allowed-failures": 0})
                 self._cluster = d.LocalCluster(n_workers=self.workers, threads_per_worker=1,
                                                processes=True, dashboard_address=None)
                 self._client = d.Client(self._cluster)

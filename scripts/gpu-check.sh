@@ -37,6 +37,8 @@ $PY bench/ecg_pipeline_gpu.py --out "$OUT/ecg_pipeline_gpu.md" 2>&1 | tail -25 |
 # Hand-offs to another process: CUDA IPC against torch.multiprocessing, and host memory.
 $PY bench/ipc.py --cuda --out "$OUT/ipc_cuda.md" 2>&1 | tail -20 | tee "$OUT/ipc.log" || status=1
 $PY bench/ipc.py --out "$OUT/ipc_host.md" 2>&1 | tail -20 | tee -a "$OUT/ipc.log" || status=1
+# Many recordings over local workers (1 to 16) and DDP training with 1 and 2 ranks.
+$PY bench/ecg_records.py --ddp --out "$OUT/ecg_records.md" 2>&1 | tail -25 | tee "$OUT/records.log" || status=1
 # The flagship job on the GPU (plots only where matplotlib is installed).
 plots=$($PY -c 'import matplotlib' 2>/dev/null && echo "" || echo "--no-plots")
 $PY -m zerohop.ecg --device cuda --out "$OUT/ecg-gpu" $plots 2>&1 | tail -20 | tee "$OUT/ecg-gpu.log" || status=1

@@ -350,6 +350,7 @@ def test_chunked_input_maps_chunk_by_chunk_without_a_copy():
     assert isinstance(one, list) and len(one) == 1
 
 
+@needs_polars
 def test_chunked_polars_frames_map_chunk_by_chunk():
     frame = pl.concat([pl.DataFrame({"x": [1.0, 2.0]}), pl.DataFrame({"x": [3.0]})],
                       rechunk=False)

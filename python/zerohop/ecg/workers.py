@@ -47,10 +47,14 @@ class InProcess:
                 yield RecordFailure(index, record_name(path), _error_text(error))
 
 
-def _worker_main(conn, options):
+def _worker_main(conn, options, threads):
     """A local worker: records in, rows out. It keeps every result it sent until told to stop,
     because the parent maps the rows' shared memory through this process."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
+    # The workers share the cores: each gets its part for zerohop's parallel stages (read
+    # before zerohop's thread pool first starts, which is at the first record).
+    os.environ["RAYON_NUM_THREADS"] = str(threads)
+    conn.send(("ready", os.getpid()))
     sent = []
     while True:
         task = conn.recv()
@@ -67,13 +71,24 @@ def _worker_main(conn, options):
 
 
 class _Worker:
-    def __init__(self, context, options):
+    def __init__(self, context, options, threads):
         self.conn, child = context.Pipe()
-        self.process = context.Process(target=_worker_main, args=(child, options), daemon=True,
-                                       name="zerohop-ecg-worker")
+        self.process = context.Process(target=_worker_main, args=(child, options, threads),
+                                       daemon=True, name="zerohop-ecg-worker")
         self.process.start()
         child.close()
         self.task = None
+        self.ready = False
+
+    def wait_ready(self):
+        if not self.ready:
+            try:
+                self.conn.recv()
+            except EOFError:
+                self.process.join()
+                raise EcgInputError(f"a worker process ({_ended(self.process)}) ended while "
+                                    f"starting") from None
+            self.ready = True
 
     def give(self, task):
         self.task = task
@@ -85,14 +100,24 @@ class LocalProcesses:
     come back in `zerohop.memory.Shared` memory as handles, mapped here without a copy. A worker
     that dies (killed, out of memory) fails the record it was on; a new worker takes its place."""
 
-    def __init__(self, paths, options, workers):
+    def __init__(self, paths, options, workers, threads_per_worker=None):
         self.paths, self.workers = paths, max(1, min(workers, len(paths)))
         self.options = options
         self.label = f"{self.workers} local worker process(es)"
         self._context = mp.get_context("spawn")
+        self._threads = threads_per_worker or max(1, _cores() // self.workers)
         self._live = []
 
     def __enter__(self):
+        return self
+
+    def start(self):
+        """Starts the workers and waits until each has imported zerohop (`results` does it
+        too; benches call it first to time the records alone)."""
+        while len(self._live) < self.workers:
+            self._live.append(_Worker(self._context, self.options, self._threads))
+        for worker in self._live:
+            worker.wait_ready()
         return self
 
     def __exit__(self, *exc):
@@ -112,10 +137,8 @@ class LocalProcesses:
 
     def results(self):
         todo = list(enumerate(str(p) for p in self.paths))[::-1]
-        idle = []
-        for _ in range(self.workers):
-            self._live.append(_Worker(self._context, self.options))
-        idle.extend(self._live)
+        self.start()
+        idle = list(self._live)
         outstanding = 0
         while todo or outstanding:
             while idle and todo:
@@ -156,10 +179,18 @@ class LocalProcesses:
                     self._live.remove(worker)
                     worker.conn.close()
                     if todo:
-                        replacement = _Worker(self._context, self.options)
+                        replacement = _Worker(self._context, self.options, self._threads)
+                        replacement.wait_ready()
                         self._live.append(replacement)
                         idle.append(replacement)
                 yield result
+
+
+def _cores():
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:
+        return os.cpu_count() or 1
 
 
 def _ended(process):

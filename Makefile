@@ -16,7 +16,7 @@ MATURIN := $(VENV)/bin/maturin
 export VIRTUAL_ENV := $(abspath $(VENV))
 export PATH := $(abspath $(VENV))/bin:$(PATH)
 
-.PHONY: all venv develop test fmt-check clippy doc-check test-rust miri pytest valgrind fuzz fuzz-smoke demo bench clean
+.PHONY: all venv develop test fmt-check clippy doc-check test-rust miri pytest stubtest docs valgrind fuzz fuzz-smoke demo bench clean
 
 all: test
 
@@ -25,7 +25,7 @@ all: test
 TORCH_INDEX ?=
 INSTALL_TORCH = $(if $(TORCH_INDEX),$(PY) -m pip install -q torch --index-url $(TORCH_INDEX))
 
-$(VENV)/.installed: requirements-dev.txt requirements-demo.txt
+$(VENV)/.installed: requirements-dev.txt requirements-demo.txt requirements-docs.txt
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(INSTALL_TORCH)
@@ -74,6 +74,15 @@ miri:
 pytest: develop
 	$(PY) -m pytest -q tests
 
+# The extension's .pyi stubs against the built module (mypy's stubtest); fails on any
+# disagreement.
+stubtest: develop
+	PY=$(PY) bash scripts/stubtest.sh
+
+# The reference site (mkdocs.yml, docs/ -> site/), every MkDocs warning an error.
+docs: develop
+	PY=$(PY) bash scripts/docs-build.sh --quiet
+
 # The Python tests that drive the extension through NumPy, once under valgrind's memcheck
 # (not AddressSanitizer: an ASan build of the extension needs an ASan-instrumented Python).
 # Fails on any error in zerohop's frames and on any invalid write or free anywhere; CPython's
@@ -97,7 +106,7 @@ doc-check: venv
 	RUSTDOCFLAGS="-D warnings" cargo doc --no-deps -q -p zerohop -p zerohop-ecg -p zerohop-derive \
 	  --features zerohop/arrow,zerohop/cuda,zerohop-ecg/cuda
 
-test: fmt-check clippy doc-check test-rust miri pytest valgrind fuzz-smoke
+test: fmt-check clippy doc-check test-rust miri pytest stubtest docs valgrind fuzz-smoke
 
 demo: $(VENV)/.demo-installed
 	$(MATURIN) develop --release -q

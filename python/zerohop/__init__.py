@@ -27,6 +27,12 @@ class CopyWarning(UserWarning):
 #: on first use so that ``import zerohop`` stays fast and never imports torch.
 _SUBMODULES = ("cuda", "ecg", "memory", "tour")
 
+# For type checkers only (False at run time, and no `typing` import): the same submodules,
+# so that `zerohop.memory` is typed after `import zerohop`.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from . import cuda, ecg, memory, tour
+
 
 def __getattr__(name):
     if name in _SUBMODULES:

@@ -69,7 +69,7 @@ def _install_torch(share, device):
 
 
 def _install_cupy(share, device):
-    import cupy
+    import cupy  # type: ignore[import-not-found, import-untyped]
 
     def allocate(nbytes):
         stream = cupy.cuda.get_current_stream().ptr
@@ -88,8 +88,8 @@ def _numba_pointer(driver, address):
 
 
 def _install_numba(share, device):
-    from numba import cuda
-    from numba.cuda.cudadrv import driver
+    from numba import cuda  # type: ignore[import-not-found, import-untyped]
+    from numba.cuda.cudadrv import driver  # type: ignore[import-not-found, import-untyped]
 
     class ZerohopNumbaMemoryManager(cuda.GetIpcHandleMixin, cuda.HostOnlyCUDAMemoryManager):
         """Numba's External Memory Management plugin over a zerohop resource."""

@@ -1,0 +1,152 @@
+# Stub-only module: the type of the `zerohop._zerohop.ecg` attribute (a module object the
+# extension builds in crates/zerohop-python/src/ecg.rs and ecg_wfdb.rs). No module of this
+# name exists at runtime; import it as `from zerohop._zerohop import ecg`, or use the public
+# `zerohop.ecg`. scripts/stubtest.sh checks this file against that attribute.
+
+import os
+from collections.abc import Iterable, Sequence
+from typing import Literal, NotRequired, TypeAlias, TypedDict, type_check_only
+
+import numpy as np
+from numpy.typing import NDArray
+
+from ._zerohop import Table, Tensor
+
+__all__ = [
+    "read_csv",
+    "csv_header",
+    "params",
+    "segment",
+    "synthesize",
+    "score",
+    "read_wfdb",
+    "read_annotations",
+]
+
+_Path: TypeAlias = str | os.PathLike[str]
+# The detection methods. Arguments take any str (others raise ValueError), so that callers
+# holding a method name in a str variable need not narrow it.
+_Method: TypeAlias = Literal["adaptive", "blog"]
+
+@type_check_only
+class _CsvHeader(TypedDict):
+    names: list[str]
+    units: list[str] | None
+    delimiter: str
+    has_header: bool
+    # 1-based
+    first_data_line: int
+
+@type_check_only
+class _Params(TypedDict):
+    method: _Method
+    rate: float
+    ricker_width: int
+    width: int
+    # method="blog" only
+    window: NotRequired[int]
+    min_length: NotRequired[int]
+    max_length: NotRequired[int]
+    gate_to_peak: NotRequired[float]
+    # method="adaptive" only
+    integration: NotRequired[int]
+    candidate_window: NotRequired[int]
+    refractory: NotRequired[int]
+    t_wave: NotRequired[int]
+    before: NotRequired[int]
+    after: NotRequired[int]
+
+@type_check_only
+class _Segmentation(TypedDict):
+    curvature: Tensor
+    # method="adaptive" only
+    energy: NotRequired[Tensor]
+    gates: Tensor
+    lengths: Tensor
+    r_peaks: Tensor
+    beat_peaks: Tensor
+    beat_starts: Tensor
+    beat_lengths: Tensor
+    beats: Tensor
+    method: _Method
+    edge_dropped: int
+    params: _Params
+    # (stage, seconds), in order
+    timings: list[tuple[str, float]]
+
+@type_check_only
+class _WfdbInfo(TypedDict):
+    record: str
+    rate: float
+    samples: int
+    header_samples: int | None
+    leads: list[str]
+    units: list[str]
+    gains: list[float]
+    baselines: list[int]
+    adc_zero: list[int]
+    checksums_ok: list[bool | None]
+    comments: list[str]
+    base_time: str | None
+    base_date: str | None
+
+@type_check_only
+class _Annotations(TypedDict):
+    sample: NDArray[np.int64]
+    code: NDArray[np.uint8]
+    symbol: NDArray[np.str_]
+    is_beat: NDArray[np.bool_]
+    subtype: NDArray[np.int8]
+    chan: NDArray[np.uint8]
+    num: NDArray[np.int8]
+    aux: list[str | None]
+    time_resolution: float | None
+
+def read_csv(
+    path: _Path,
+    *,
+    columns: Sequence[str | int] | None = None,
+    header: bool | None = None,
+    delimiter: str | None = None,
+    # "error" (the default), "nan", or the value empty fields take
+    empty: str | float | None = None,
+    # "reject" or "allow"
+    nan: str = "reject",
+) -> Table: ...
+def csv_header(path: _Path, *, delimiter: str | None = None) -> _CsvHeader: ...
+def params(rate: float, method: str = "adaptive") -> _Params: ...
+
+# `signal`: a 1-d signal from any DLPack producer, or real numbers NumPy can convert.
+def segment(
+    signal: object,
+    rate: float,
+    *,
+    method: str = "adaptive",
+    device: str = "cpu",
+    stream: int | None = None,
+) -> _Segmentation: ...
+
+# (signal in mV, float32; R peaks, int64; ectopic flag per beat)
+def synthesize(
+    seconds: float,
+    *,
+    rate: float = 250.0,
+    heart_rate: float = 70.0,
+    noise_mv: float = 0.02,
+    wander_mv: float = 0.1,
+    ectopic: float = 0.0,
+    seed: int = 1,
+    csv: _Path | None = None,
+    peaks: _Path | None = None,
+) -> tuple[Tensor, Tensor, list[bool]]: ...
+
+# (sensitivity, positive predictive value, true positives, false positives, false negatives)
+def score(
+    detected: Sequence[float], truth: Sequence[int], tolerance: float, margin: int, length: int
+) -> tuple[float, float, int, int, int]: ...
+
+# `leads`: None (all), one lead name, or names and 0-based indices.
+def read_wfdb(
+    record: _Path, *, leads: str | Iterable[str | int] | None = None
+) -> tuple[Table, _WfdbInfo]: ...
+def read_annotations(path: _Path) -> _Annotations: ...

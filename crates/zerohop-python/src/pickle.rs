@@ -710,7 +710,7 @@ fn _rebuild_table(
         let handle = handle
             .cast::<PyDict>()
             .map_err(|_| PyTypeError::new_err("pickled table: 'cuda_ipc' is not a dict"))?;
-        let buffer = crate::pickle_cuda::import_buffer(&handle, nbytes.max(1), "table")?;
+        let buffer = crate::pickle_cuda::import_buffer(handle, nbytes.max(1), "table")?;
         let table = SoaTable::over_buffer(schema, rows, alignment, buffer, first_row, len).py()?;
         let table = if readonly {
             table.into_readonly()

@@ -110,8 +110,9 @@ pub fn import_buffer(state: &Bound<'_, PyDict>, nbytes: usize, what: &str) -> Py
     }
     let mapped = ipc::import(&handle, zerohop::cuda::LEGACY_STREAM).py()?;
     let device = Device::cuda(mapped.device());
-    let ptr = NonNull::new(mapped.ptr() as *mut u8)
-        .ok_or_else(|| PyValueError::new_err(format!("pickled CUDA {what}: the mapping is NULL")))?;
+    let ptr = NonNull::new(mapped.ptr() as *mut u8).ok_or_else(|| {
+        PyValueError::new_err(format!("pickled CUDA {what}: the mapping is NULL"))
+    })?;
     // SAFETY: `nbytes` bytes from `ptr` are the mapped device memory, which `mapped` keeps
     // open (and the buffer keeps `mapped`).
     Ok(unsafe { Buffer::from_foreign(ptr, nbytes, device, Arc::new(mapped)) })

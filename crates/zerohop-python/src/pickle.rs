@@ -217,17 +217,21 @@ pub fn reduce_tensor<'py>(
             false,
         )?
     };
-    PyTuple::new(
+    reduce_value(py, "_rebuild_tensor", state, data)
+}
+
+/// `(rebuild, (FORMAT, state, data))`: what `__reduce_ex__` returns for every zerohop object.
+fn reduce_value<'py>(
+    py: Python<'py>,
+    rebuild: &str,
+    state: Bound<'py, PyDict>,
+    data: Bound<'py, PyAny>,
+) -> PyResult<Bound<'py, PyTuple>> {
+    let args = PyTuple::new(
         py,
-        [
-            rebuild_fn(py, "_rebuild_tensor")?,
-            PyTuple::new(
-                py,
-                [FORMAT.into_pyobject(py)?.into_any(), state.into_any(), data],
-            )?
-            .into_any(),
-        ],
-    )
+        [FORMAT.into_pyobject(py)?.into_any(), state.into_any(), data],
+    )?;
+    PyTuple::new(py, [rebuild_fn(py, rebuild)?, args.into_any()])
 }
 
 /// A CUDA tensor's reduce: its span by CUDA IPC (a handle, never the bytes).
@@ -249,21 +253,7 @@ fn reduce_cuda_tensor<'py>(py: Python<'py>, t: &PyTensor) -> PyResult<Bound<'py,
         "cuda_ipc",
         crate::pickle_cuda::export_state(py, t, start as usize, len.max(1))?,
     )?;
-    PyTuple::new(
-        py,
-        [
-            rebuild_fn(py, "_rebuild_tensor")?,
-            PyTuple::new(
-                py,
-                [
-                    FORMAT.into_pyobject(py)?.into_any(),
-                    state.into_any(),
-                    py.None().into_bound(py),
-                ],
-            )?
-            .into_any(),
-        ],
-    )
+    reduce_value(py, "_rebuild_tensor", state, py.None().into_bound(py))
 }
 
 /// `Table.__reduce_ex__`.
@@ -307,21 +297,7 @@ pub fn reduce_table<'py>(
                     )
                 }?;
                 state.set_item("cuda_ipc", handle)?;
-                return PyTuple::new(
-                    py,
-                    [
-                        rebuild_fn(py, "_rebuild_table")?,
-                        PyTuple::new(
-                            py,
-                            [
-                                FORMAT.into_pyobject(py)?.into_any(),
-                                state.into_any(),
-                                py.None().into_bound(py),
-                            ],
-                        )?
-                        .into_any(),
-                    ],
-                );
+                return reduce_value(py, "_rebuild_table", state, py.None().into_bound(py));
             }
             let owner: zerohop::Owner = Arc::new(t.buffer().clone());
             data_of(
@@ -355,17 +331,7 @@ pub fn reduce_table<'py>(
             ));
         }
     };
-    PyTuple::new(
-        py,
-        [
-            rebuild_fn(py, "_rebuild_table")?,
-            PyTuple::new(
-                py,
-                [FORMAT.into_pyobject(py)?.into_any(), state.into_any(), data],
-            )?
-            .into_any(),
-        ],
-    )
+    reduce_value(py, "_rebuild_table", state, data)
 }
 
 /// Schema items as plain tuples: (name, dtype, kind, K or R, C, order).

@@ -169,11 +169,7 @@ def run_batch(config, say=print) -> BatchResult:
     """Runs the job over `config.records`; the output folder is written only if it succeeds.
     Under `torchrun --nproc-per-node N` every rank takes every N-th record, trains one
     DistributedDataParallel model on its own records' beats, and rank 0 writes the report."""
-    torch = sources.require_torch()
-    if config.plots:
-        sources.require_matplotlib()
-    if config.device == "cuda" and not torch.cuda.is_available():
-        raise EcgInputError("--device cuda: torch sees no CUDA device on this machine")
+    torch = sources.require_job(config)
     paths = find_records(config.records)
     world = _World(torch, config.device)
     try:

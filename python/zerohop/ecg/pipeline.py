@@ -127,13 +127,9 @@ def _check_detection(r_peaks, signal_source, rate):
 def run(config: Config, say=print) -> Result:
     """Runs the job; raises EcgInputError (a ValueError) for anything about the input, before
     writing anything, and leaves `config.out` untouched unless the whole job succeeds."""
-    torch = sources.require_torch()
-    if config.plots:
-        sources.require_matplotlib()
+    torch = sources.require_job(config)
     from .vae import embed, train
 
-    if config.device == "cuda" and not torch.cuda.is_available():
-        raise EcgInputError("--device cuda: torch sees no CUDA device on this machine")
     staging = Staging(config.out)
     with staging:
         started = time.perf_counter()

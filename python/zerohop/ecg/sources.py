@@ -57,6 +57,17 @@ def require_torch():
     return torch
 
 
+def require_job(config):
+    """What every ECG job needs before any work: torch, matplotlib when drawing, and a CUDA
+    device when asked for one. Returns torch."""
+    torch = require_torch()
+    if config.plots:
+        require_matplotlib()
+    if config.device == "cuda" and not torch.cuda.is_available():
+        raise EcgInputError("--device cuda: torch sees no CUDA device on this machine")
+    return torch
+
+
 def require_matplotlib():
     try:
         import matplotlib  # noqa: F401

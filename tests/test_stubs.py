@@ -1,10 +1,9 @@
 """The extension module's documentation and type stubs.
 
 Every public name of `zerohop._zerohop` (its functions, classes and submodules, their
-functions and classes, and the classes' public methods and properties) carries a docstring,
-except the names in KNOWN_UNDOCUMENTED, which may only shrink: a name missing a docstring
-that is not in the set fails, and so does a name in the set that has one now (take it out).
-Docstrings come from the `///` comments in crates/zerohop-python/src/*.rs.
+functions and classes, and the classes' public methods and properties) carries a docstring.
+Docstrings come from the `///` comments in crates/zerohop-python/src (and the submodules'
+`__doc__` set in lib.rs).
 
 The stubs (python/zerohop/_zerohop*.pyi) are checked against the module by
 scripts/stubtest.sh (`make stubtest`, part of `make test`).
@@ -16,39 +15,6 @@ from pathlib import Path
 
 import zerohop._zerohop as extension
 
-#: Public names (relative to zerohop._zerohop) without a docstring today. Add the `///` doc
-#: comment in the Rust source, rebuild, and remove the name here.
-KNOWN_UNDOCUMENTED = {
-    "Table.columns",
-    "Table.nbytes",
-    "Table.readonly",
-    "Tensor.data_ptr",
-    "Tensor.device",
-    "Tensor.dtype",
-    "Tensor.is_contiguous",
-    "Tensor.is_copied",
-    "Tensor.nbytes",
-    "Tensor.ndim",
-    "Tensor.readonly",
-    "Tensor.shape",
-    "Tensor.size",
-    "cuda",
-    "cuda.device_count",
-    "cuda.is_available",
-    "ecg",
-    "memory",
-    "memory.Block.nbytes",
-    "memory.Block.ptr",
-    "memory.Block.stream",
-    "memory.Resource.device",
-    "memory.arena",
-    "memory.limit",
-    "memory.log",
-    "memory.pool",
-    "memory.stats",
-    "memory.system",
-    "memory.tracking",
-}
 
 
 def _documentable(obj):
@@ -99,19 +65,9 @@ def test_the_walk_reaches_every_kind_of_public_name():
     assert not any(name.split(".")[-1].startswith("_") for name in names)
 
 
-def test_every_public_name_has_a_docstring_unless_known():
-    missing = undocumented() - KNOWN_UNDOCUMENTED
+def test_every_public_name_has_a_docstring():
+    missing = undocumented()
     assert not missing, (
         f"public names without a docstring: {sorted(missing)}; write the `///` doc comment in "
         "crates/zerohop-python/src"
-    )
-
-
-def test_known_undocumented_names_are_still_undocumented():
-    names = public_names()
-    documented = (KNOWN_UNDOCUMENTED & names.keys()) - undocumented()
-    gone = KNOWN_UNDOCUMENTED - names.keys()
-    assert not (documented or gone), (
-        f"take these out of KNOWN_UNDOCUMENTED: now documented {sorted(documented)}, no longer "
-        f"public names {sorted(gone)}"
     )

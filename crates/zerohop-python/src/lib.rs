@@ -1,211 +1,69 @@
 //! The `zerohop._zerohop` extension module: thin bindings over the `zerohop` crate.
+//!
+//! The modules are layers; each uses only the ones listed before it:
+//! `base` (the Tensor type, owners, errors) → `memory` (resources, the NumPy hook) →
+//! `protocols` (DLPack, array interfaces, Arrow) → `tables` → `process` (pickle, IPC) →
+//! `ecg` → `api` (the Python methods of Tensor and Table, module functions).
+//! `scripts/check-layers.py` holds the crate to that order.
 
-mod arrow;
-mod arrow_table;
-mod capsule;
-mod cuda;
+mod api;
+mod base;
 mod ecg;
-mod ecg_wfdb;
-mod errors;
-mod exchange;
-mod interface;
 mod memory;
-mod numpy_hook;
-mod owner;
-mod pickle;
-mod pickle_cuda;
-mod python_stack;
-mod table;
-mod tensor;
+mod process;
+mod protocols;
+mod tables;
 
-use pyo3::exceptions::PyBufferError;
-use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::{IntoPyDict, PyCapsule, PyDict};
-use zerohop::{DType, TensorView};
 
-use crate::errors::IntoPyResult;
-use crate::tensor::PyTensor;
-
-/// Imports anything that speaks DLPack (or a DLPack capsule) without copying.
-///
-/// Asks for a versioned (1.x) capsule first; producers that refuse `max_version` (pyarrow
-/// raises TypeError, others raise other errors) are asked again for a legacy capsule.
-/// `copy=True` returns a compact copy in zerohop memory instead of a view.
-///
-/// Read-only data never becomes writable: a versioned capsule's READ_ONLY flag is kept, and a
-/// legacy capsule (JAX's, for one), which cannot say whether its memory may be written, is
-/// imported read-only, as NumPy does. `readonly=False` is the caller's word that a legacy
-/// producer's memory may be written; it cannot lift a producer's READ_ONLY flag.
-#[pyfunction]
-#[pyo3(signature = (obj, /, *, copy=None, readonly=None))]
-fn from_dlpack(
-    py: Python<'_>,
-    obj: &Bound<'_, PyAny>,
-    copy: Option<bool>,
-    readonly: Option<bool>,
-) -> PyResult<PyTensor> {
-    let imported = if let Ok(tensor) = obj.cast::<PyTensor>() {
-        let t = tensor.get();
-        // Same data, same producing stream.
-        PyTensor::with_stream(t.view.clone(), t.is_copied, t.stream())
-    } else if obj.is_instance_of::<PyCapsule>() {
-        from_capsule(obj, readonly)?
-    } else if !obj.hasattr(intern!(py, "__dlpack__"))?
-        && obj.hasattr(intern!(py, "__cuda_array_interface__"))?
-    {
-        cuda::from_cuda_array_interface(py, obj)?
-    } else if !obj.hasattr(intern!(py, "__dlpack__"))?
-        && obj.hasattr(intern!(py, "__array_interface__"))?
-    {
-        interface::from_array_interface(obj)?
-    } else {
-        from_capsule(&request_capsule(py, obj)?, readonly)?
-    };
-    if copy == Some(true) {
-        let copied = imported.view.private_copy().py()?;
-        let copied = if readonly == Some(true) {
-            copied.into_readonly()
-        } else {
-            copied
-        };
-        return Ok(PyTensor::new(copied, true));
-    }
-    match readonly {
-        Some(false) if imported.view.is_readonly() => Err(PyBufferError::new_err(
-            "readonly=False: the producer marked this memory read-only; copy=True gives a \
-             writable copy",
-        )),
-        Some(true) if !imported.view.is_readonly() => {
-            let stream = imported.stream();
-            Ok(PyTensor::with_stream(
-                imported.view.clone().into_readonly(),
-                imported.is_copied,
-                stream,
-            ))
-        }
-        _ => Ok(imported),
-    }
-}
-
-/// A capsule's tensor, read-only when a legacy capsule leaves it unsaid and the caller did
-/// not vouch for it (`readonly=False`).
-fn from_capsule(capsule: &Bound<'_, PyAny>, readonly: Option<bool>) -> PyResult<PyTensor> {
-    let import = capsule::consume(capsule)?;
-    let legacy = import.version.major == 0;
-    let view = if legacy && readonly != Some(false) {
-        import.view.into_readonly()
-    } else {
-        import.view
-    };
-    Ok(PyTensor::new(view, import.is_copied))
-}
-
-fn request_capsule<'py>(py: Python<'py>, obj: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
-    let (kind, _id): (i32, i32) = obj
-        .call_method0(intern!(py, "__dlpack_device__"))?
-        .extract()?;
-    let kwargs = PyDict::new(py);
-    kwargs.set_item(intern!(py, "max_version"), (1, 3))?;
-    if tensor::device_takes_stream(kind) {
-        // The legacy default stream: what a consumer with no stream of its own means.
-        kwargs.set_item(intern!(py, "stream"), 1)?;
-    }
-    let dunder = intern!(py, "__dlpack__");
-    match obj.call_method(dunder, (), Some(&kwargs)) {
-        Ok(capsule) => Ok(capsule),
-        Err(versioned_error) => {
-            let legacy = if tensor::device_takes_stream(kind) {
-                let kwargs = PyDict::new(py);
-                kwargs.set_item(intern!(py, "stream"), 1)?;
-                obj.call_method(dunder, (), Some(&kwargs))
-            } else {
-                obj.call_method0(dunder)
-            };
-            legacy.map_err(|legacy_error| {
-                let message = format!(
-                    "{} could not export through DLPack: asked for a versioned capsule: {}; \
-                     asked for a legacy capsule: {}",
-                    obj.get_type()
-                        .name()
-                        .map(|n| n.to_string())
-                        .unwrap_or_default(),
-                    versioned_error,
-                    legacy_error
-                );
-                // The producer's own exception type (pyarrow's TypeError, say) is what callers
-                // catch; keep it, with both answers in the message.
-                let err = legacy_error
-                    .get_type(py)
-                    .call1((message,))
-                    .ok()
-                    .filter(|e| e.is_instance_of::<pyo3::exceptions::PyBaseException>())
-                    .map_or_else(|| legacy_error.clone_ref(py), PyErr::from_value);
-                err.set_cause(py, Some(legacy_error));
-                err
-            })
-        }
-    }
-}
-
-/// A zero-filled tensor in fresh zerohop memory: host memory from the current host resource
-/// (128-byte aligned), or device memory for `device="cuda:N"`.
-#[pyfunction]
-#[pyo3(signature = (shape, dtype="float32", device="cpu"))]
-fn zeros(shape: Vec<i64>, dtype: &str, device: &str) -> PyResult<PyTensor> {
-    let dtype = DType::from_name(dtype).py()?;
-    let device = zerohop::Device::parse(device).py()?;
-    if device.kind == zerohop::DeviceKind::Cuda {
-        return cuda::zeros_on(device, dtype, &shape);
-    }
-    if device.kind != zerohop::DeviceKind::Cpu {
-        return Err(pyo3::exceptions::PyValueError::new_err(format!(
-            "zeros on {device}: zerohop allocates on cpu and cuda:N"
-        )));
-    }
-    Ok(PyTensor::new(TensorView::zeros(dtype, &shape).py()?, false))
-}
-
-/// A table over Arrow data from any producer of the Arrow PyCapsule interface, sharing its
-/// memory; with `chunks=True` a list of tables, one per chunk (see `Table.from_arrow`).
-#[pyfunction]
-#[pyo3(signature = (data, /, *, copy=false, chunks=false))]
-fn from_arrow<'py>(
-    py: Python<'py>,
-    data: &Bound<'py, PyAny>,
-    copy: bool,
-    chunks: bool,
-) -> PyResult<Bound<'py, PyAny>> {
-    py.get_type::<table::PyTable>().call_method(
-        "from_arrow",
-        (data,),
-        Some(&[("copy", copy), ("chunks", chunks)].into_py_dict(py)?),
-    )
-}
+use crate::api::functions;
+use crate::base::tensor::PyTensor;
+use crate::protocols::dlpack_import;
+use crate::tables::table::PyTable;
 
 #[pymodule]
 fn _zerohop(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add("DLPACK_VERSION", (1, 3))?;
     m.add_class::<PyTensor>()?;
-    m.add_class::<table::PyTable>()?;
-    m.add_function(wrap_pyfunction!(from_dlpack, m)?)?;
-    m.add_function(wrap_pyfunction!(interface::from_array_interface, m)?)?;
-    m.add_function(wrap_pyfunction!(zeros, m)?)?;
-    m.add_function(wrap_pyfunction!(from_arrow, m)?)?;
-    pickle::register(m)?;
+    m.add_class::<PyTable>()?;
+    m.add_function(wrap_pyfunction!(dlpack_import::from_dlpack, m)?)?;
+    m.add_function(wrap_pyfunction!(
+        protocols::interface::from_array_interface,
+        m
+    )?)?;
+    m.add_function(wrap_pyfunction!(functions::zeros, m)?)?;
+    m.add_function(wrap_pyfunction!(functions::from_arrow, m)?)?;
+    process::pickle::register(m)?;
     m.add(
         "OutOfMemoryError",
-        m.py().get_type::<errors::OutOfMemoryError>(),
+        m.py().get_type::<base::errors::OutOfMemoryError>(),
     )?;
     let memory = PyModule::new(m.py(), "memory")?;
+    memory.setattr(
+        "__doc__",
+        "Memory resources and adaptors (system, shared, CUDA; pool, arena, limit, stats, \
+         tracking, log), the current resource per device, and the hook that makes NumPy \
+         allocate from it. The `zerohop.memory` package wraps these in classes.",
+    )?;
     memory::register(&memory)?;
     m.add_submodule(&memory)?;
     let ecg = PyModule::new(m.py(), "ecg")?;
+    ecg.setattr(
+        "__doc__",
+        "The ECG stages in Rust: CSV and WFDB readers into zerohop tensors, curvature, beat \
+         segmentation on the CPU or a CUDA device, scoring against annotations. The \
+         `zerohop.ecg` package runs the whole pipeline on them.",
+    )?;
     ecg::register(&ecg)?;
     m.add_submodule(&ecg)?;
     let cuda_module = PyModule::new(m.py(), "cuda")?;
-    cuda::register(&cuda_module)?;
+    cuda_module.setattr(
+        "__doc__",
+        "CUDA through the driver API, loaded at run time: availability, device count, stream \
+         synchronisation, and import of the CUDA array interface.",
+    )?;
+    protocols::cuda::register(&cuda_module)?;
     m.add_submodule(&cuda_module)?;
     Ok(())
 }

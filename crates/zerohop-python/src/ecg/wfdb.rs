@@ -10,7 +10,7 @@ use pyo3::types::{PyDict, PyString};
 use zerohop_ecg::wfdb;
 use zerohop_ecg::EcgError;
 
-use crate::table::PyTable;
+use crate::tables::table::PyTable;
 
 /// A missing file is FileNotFoundError (what `open` raises), other I/O errors OSError,
 /// everything else ValueError; the message is the crate's, naming the file and the field.
@@ -20,7 +20,7 @@ fn to_py(err: EcgError) -> PyErr {
             PyFileNotFoundError::new_err(err.to_string())
         }
         EcgError::Io { .. } => PyOSError::new_err(err.to_string()),
-        EcgError::Zerohop(e) => crate::errors::to_py(e),
+        EcgError::Zerohop(e) => crate::base::errors::to_py(e),
         other => PyValueError::new_err(other.to_string()),
     }
 }

@@ -9,14 +9,16 @@ use zerohop::array_interface::Flavor;
 use zerohop::cuda::{self as zcuda, CudaDeviceResource, LEGACY_STREAM};
 use zerohop::{Buffer, DType, Device, Stream, TensorView};
 
-use crate::errors::IntoPyResult;
-use crate::tensor::PyTensor;
+use crate::base::errors::IntoPyResult;
+use crate::base::tensor::PyTensor;
 
+/// True when a CUDA driver loads and sees at least one device; never raises.
 #[pyfunction]
 fn is_available() -> bool {
     zcuda::is_available()
 }
 
+/// The number of CUDA devices the driver sees (0 without a driver).
 #[pyfunction]
 fn device_count() -> usize {
     zcuda::device_count()
@@ -58,7 +60,7 @@ pub fn zeros_on(device: Device, dtype: DType, shape: &[i64]) -> PyResult<PyTenso
 /// views are ordered on) waits for it.
 #[pyfunction]
 pub fn from_cuda_array_interface(py: Python<'_>, obj: &Bound<'_, PyAny>) -> PyResult<PyTensor> {
-    let layout = crate::interface::read_layout(obj, Flavor::Cuda)?;
+    let layout = crate::protocols::interface::read_layout(obj, Flavor::Cuda)?;
     let numel = zerohop::tensor::checked_numel(&layout.shape).py()?;
     let device = if numel == 0 || layout.address == 0 {
         Device::cuda(0)
@@ -70,14 +72,14 @@ pub fn from_cuda_array_interface(py: Python<'_>, obj: &Bound<'_, PyAny>) -> PyRe
         py.detach(|| zcuda::order_streams(id, Stream(stream), LEGACY_STREAM))
             .py()?;
     }
-    let view = crate::interface::wrap(obj, layout, device)?;
+    let view = crate::protocols::interface::wrap(obj, layout, device)?;
     Ok(PyTensor::with_stream(view, false, LEGACY_STREAM.0))
 }
 
 /// The `__cuda_array_interface__` (v3) of a CUDA tensor.
 pub fn interface<'py>(py: Python<'py>, t: &PyTensor) -> PyResult<Bound<'py, PyDict>> {
     let view = &t.view;
-    let typestr = crate::tensor::typestr(view.dtype())
+    let typestr = crate::base::tensor::typestr(view.dtype())
         .ok_or_else(|| PyTypeError::new_err(format!("no typestr for {}", view.dtype())))?;
     let d = PyDict::new(py);
     d.set_item("version", 3)?;

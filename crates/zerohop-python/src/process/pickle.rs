@@ -26,11 +26,11 @@ use zerohop::memory::SharedHandle;
 use zerohop::soa::{ColumnKind, ColumnSpec, ComponentOrder, Schema, SoaTable};
 use zerohop::{Buffer, DType, Device, TensorView};
 
-use crate::arrow_table::Storage;
-use crate::errors::{warn_copy, IntoPyResult};
-use crate::owner::PyOwner;
-use crate::table::PyTable;
-use crate::tensor::PyTensor;
+use crate::base::errors::{warn_copy, IntoPyResult};
+use crate::base::owner::PyOwner;
+use crate::base::tensor::PyTensor;
+use crate::tables::storage::Storage;
+use crate::tables::table::PyTable;
 
 /// The layout of `state` and `data`; a pickle from a zerohop that wrote another is refused.
 const FORMAT: u32 = 1;
@@ -251,7 +251,7 @@ fn reduce_cuda_tensor<'py>(py: Python<'py>, t: &PyTensor) -> PyResult<Bound<'py,
     let start = view.data_ptr().wrapping_sub(offset);
     state.set_item(
         "cuda_ipc",
-        crate::pickle_cuda::export_state(py, t, start as usize, len.max(1))?,
+        crate::process::pickle_cuda::export_state(py, t, start as usize, len.max(1))?,
     )?;
     reduce_value(py, "_rebuild_tensor", state, py.None().into_bound(py))
 }
@@ -288,7 +288,7 @@ pub fn reduce_table<'py>(
                 // SAFETY: the table's whole buffer is live device memory, produced on the
                 // table's stream, held by the table being pickled.
                 let handle = unsafe {
-                    crate::pickle_cuda::export_span(
+                    crate::process::pickle_cuda::export_span(
                         py,
                         device.id,
                         t.buffer().as_ptr() as usize,
@@ -590,7 +590,7 @@ fn _rebuild_tensor(
         let handle = handle
             .cast::<PyDict>()
             .map_err(|_| PyTypeError::new_err("pickled tensor: 'cuda_ipc' is not a dict"))?;
-        return crate::pickle_cuda::rebuild(
+        return crate::process::pickle_cuda::rebuild(
             handle,
             dtype,
             shape,
@@ -676,7 +676,7 @@ fn _rebuild_table(
         let handle = handle
             .cast::<PyDict>()
             .map_err(|_| PyTypeError::new_err("pickled table: 'cuda_ipc' is not a dict"))?;
-        let buffer = crate::pickle_cuda::import_buffer(handle, nbytes.max(1), "table")?;
+        let buffer = crate::process::pickle_cuda::import_buffer(handle, nbytes.max(1), "table")?;
         let table = SoaTable::over_buffer(schema, rows, alignment, buffer, first_row, len).py()?;
         let table = if readonly {
             table.into_readonly()

@@ -16,12 +16,12 @@ use zerohop::arrow::{
 use zerohop::soa::{MapOptions, MappedTensor, SoaTable, TensorMap};
 use zerohop::{DeviceKind, TensorView};
 
-use crate::arrow::{
+use crate::base::errors::IntoPyResult;
+use crate::base::tensor::PyTensor;
+use crate::protocols::arrow::{
     array_capsules, batch_capsules, boxed_capsule, cast_batch_to_requested, cast_to_requested,
     host_device_capsules, schema_capsule, stream_capsule, Imported, DEVICE_ARRAY, DEVICE_STREAM,
 };
-use crate::errors::IntoPyResult;
-use crate::tensor::PyTensor;
 
 /// The memory behind a table.
 #[derive(Clone)]
@@ -85,8 +85,14 @@ impl Storage {
             })
     }
 
-    /// One column as a tensor; Arrow columns with nulls need `fill` (a copy).
-    pub fn column(&self, name: &str, fill: Option<f64>) -> PyResult<(TensorView, bool)> {
+    /// One column as a tensor; Arrow columns with nulls need `fill`, and Arrow booleans
+    /// (bits, where tensors take a byte each) `allow_copy`: both are copies.
+    pub fn column(
+        &self,
+        name: &str,
+        fill: Option<f64>,
+        allow_copy: bool,
+    ) -> PyResult<(TensorView, bool)> {
         match self {
             Storage::Soa(t) => t
                 .column_view(name)
@@ -102,10 +108,7 @@ impl Storage {
                 let imported = zerohop::arrow::array_to_tensor(
                     &array.to_data(),
                     &format!("column {name:?}"),
-                    ImportOptions {
-                        allow_copy: false,
-                        fill,
-                    },
+                    ImportOptions { allow_copy, fill },
                 )
                 .py()?;
                 Ok((imported.view, imported.copied))
@@ -290,7 +293,7 @@ impl Storage {
                 PyTuple::new(
                     py,
                     [
-                        boxed_capsule(py, schema, crate::arrow::SCHEMA)?.into_any(),
+                        boxed_capsule(py, schema, crate::protocols::arrow::SCHEMA)?.into_any(),
                         boxed_capsule(py, array, DEVICE_ARRAY)?.into_any(),
                     ],
                 )
@@ -389,7 +392,7 @@ pub fn tensor_device_capsules<'py>(
         let array = FFI_ArrowArray::new(&array.to_data());
         return host_device_capsules(
             py,
-            crate::arrow::field_schema_capsule(py, &field)?.into_any(),
+            crate::protocols::arrow::field_schema_capsule(py, &field)?.into_any(),
             array,
         );
     }
@@ -397,7 +400,7 @@ pub fn tensor_device_capsules<'py>(
     PyTuple::new(
         py,
         [
-            boxed_capsule(py, schema, crate::arrow::SCHEMA)?.into_any(),
+            boxed_capsule(py, schema, crate::protocols::arrow::SCHEMA)?.into_any(),
             boxed_capsule(py, array, DEVICE_ARRAY)?.into_any(),
         ],
     )
@@ -423,7 +426,7 @@ pub fn tensor_schema_capsule<'py>(
     py: Python<'py>,
     tensor: &PyTensor,
 ) -> PyResult<Bound<'py, PyAny>> {
-    Ok(crate::arrow::field_schema_capsule(py, &tensor_field(&tensor.view)?)?.into_any())
+    Ok(crate::protocols::arrow::field_schema_capsule(py, &tensor_field(&tensor.view)?)?.into_any())
 }
 
 /// What an import becomes: the table's storage, the columns that were copied, and, when the
@@ -501,7 +504,7 @@ pub fn storage_from_import(py: Python<'_>, imported: Imported, copy: bool) -> Py
 /// A table sharing the memory of `columns` ({name: tensor}): host tensors become Arrow
 /// columns, CUDA tensors device columns. Nothing is copied; strided tensors are refused.
 pub fn storage_from_tensors(py: Python<'_>, columns: &Bound<'_, PyAny>) -> PyResult<Storage> {
-    let pairs = crate::table::named_items(columns)?;
+    let pairs = crate::base::args::named_items(columns)?;
     let from_dlpack = py.import("zerohop")?.getattr("from_dlpack")?;
     let mut views = Vec::new();
     let mut stream = 1usize;

@@ -10,9 +10,9 @@ use pyo3::types::PyDict;
 use zerohop::array_interface::{parse, Flavor, InterfaceFields, InterfaceLayout};
 use zerohop::{Device, TensorView};
 
-use crate::errors::IntoPyResult;
-use crate::owner::PyOwner;
-use crate::tensor::PyTensor;
+use crate::base::errors::IntoPyResult;
+use crate::base::owner::PyOwner;
+use crate::base::tensor::PyTensor;
 
 /// The value of `key`, or None when it is absent or None.
 fn optional<'py>(dict: &Bound<'py, PyDict>, key: &str) -> PyResult<Option<Bound<'py, PyAny>>> {

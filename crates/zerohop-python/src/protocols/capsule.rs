@@ -14,7 +14,7 @@ use pyo3::types::PyCapsule;
 use zerohop::dlpack::ffi::*;
 use zerohop::dlpack::{import_legacy, import_versioned, Import};
 
-use crate::errors::IntoPyResult;
+use crate::base::errors::IntoPyResult;
 
 /// # Safety
 /// Called by CPython with a capsule about to be destroyed, with the interpreter attached.

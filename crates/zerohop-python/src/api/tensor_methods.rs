@@ -1,69 +1,17 @@
-//! `zerohop.Tensor`: a `TensorView` with the DLPack and NumPy array-interface protocols.
-
-use std::sync::atomic::{AtomicUsize, Ordering};
+//! The Python methods of `zerohop.Tensor`: DLPack export, the array interfaces, Arrow export,
+//! pickling. They sit above every protocol module, so the type itself (`core::tensor`) needs
+//! none of them.
 
 use pyo3::exceptions::{PyAttributeError, PyBufferError, PyTypeError, PyValueError};
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyTuple};
 use zerohop::dlpack::{export_legacy, export_versioned, ExportOptions};
-use zerohop::{DType, DTypeCode, DeviceKind, Stream, TensorView};
+use zerohop::{DeviceKind, Stream};
 
-use crate::capsule;
-use crate::errors::IntoPyResult;
-
-/// A view of memory that other frameworks can take without a copy.
-#[pyclass(name = "Tensor", module = "zerohop", frozen)]
-pub struct PyTensor {
-    pub view: TensorView,
-    /// The producer copied the data for us (DLPack IS_COPIED), or zerohop made a copy.
-    pub is_copied: bool,
-    /// For CUDA data: the stream whose queued work produces it (1: the legacy default
-    /// stream, where imports are ordered). Consumers on other streams wait on an event.
-    stream: AtomicUsize,
-}
-
-impl PyTensor {
-    pub fn new(view: TensorView, is_copied: bool) -> Self {
-        let stream = if view.device().kind == DeviceKind::Cuda {
-            1
-        } else {
-            0
-        };
-        Self::with_stream(view, is_copied, stream)
-    }
-
-    pub fn with_stream(view: TensorView, is_copied: bool, stream: usize) -> Self {
-        PyTensor {
-            view,
-            is_copied,
-            stream: AtomicUsize::new(stream),
-        }
-    }
-
-    pub fn stream(&self) -> usize {
-        self.stream.load(Ordering::Acquire)
-    }
-}
-
-/// The NumPy type string of a dtype, when NumPy has one.
-pub fn typestr(dtype: DType) -> Option<String> {
-    let kind = match dtype.code {
-        DTypeCode::Int => 'i',
-        DTypeCode::UInt => 'u',
-        DTypeCode::Float => 'f',
-        DTypeCode::Complex if dtype.bits >= 64 => 'c',
-        DTypeCode::Bool => 'b',
-        _ => return None,
-    };
-    if dtype.lanes != 1 {
-        return None;
-    }
-    let bytes = dtype.itemsize();
-    let order = if bytes == 1 { '|' } else { '<' };
-    Some(format!("{order}{kind}{bytes}"))
-}
-
+use crate::base::errors::IntoPyResult;
+use crate::base::tensor::{typestr, PyTensor};
+use crate::protocols::capsule;
 /// Reads an optional `(int, int)` argument. Hand-rolled because this sits on the hot path of
 /// every `__dlpack__` call and generic tuple extraction costs more than the export itself.
 fn int_pair(value: Option<&Bound<'_, PyAny>>, name: &str) -> PyResult<Option<(i64, i64)>> {
@@ -125,7 +73,7 @@ fn honour_stream(tensor: &PyTensor, stream: Option<&Bound<'_, PyAny>>) -> PyResu
     let producer = tensor.stream();
     if producer != 0 && producer != consumer {
         zerohop::cuda::order_streams(device.id, Stream(producer), Stream(consumer))
-            .map_err(crate::errors::to_py)?;
+            .map_err(crate::base::errors::to_py)?;
     }
     Ok(())
 }
@@ -266,7 +214,7 @@ impl PyTensor {
                 self.view.device()
             )));
         }
-        crate::cuda::interface(py, self)
+        crate::protocols::cuda::interface(py, self)
     }
 
     /// The stream whose queued work produces this CUDA data (DLPack numbering).
@@ -288,7 +236,7 @@ impl PyTensor {
                 "stream 0 is ambiguous; use 1 for the legacy default stream",
             ));
         }
-        self.stream.store(stream, Ordering::Release);
+        self.record_stream(stream);
         Ok(())
     }
 
@@ -299,6 +247,7 @@ impl PyTensor {
             .call_method1(intern!(py, "asarray"), (slf,))
     }
 
+    /// The size of each dimension, as a tuple of ints.
     #[getter]
     fn shape<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
         PyTuple::new(py, self.view.shape())
@@ -310,46 +259,58 @@ impl PyTensor {
         PyTuple::new(py, self.view.strides())
     }
 
+    /// The element type's name ("float32", "int64", "bool", …), as NumPy spells it.
     #[getter]
     fn dtype(&self) -> String {
         self.view.dtype().to_string()
     }
 
+    /// Where the memory lives: "cpu", "cuda:N", "cuda_host" or "cuda_managed".
     #[getter]
     fn device(&self) -> String {
         self.view.device().to_string()
     }
 
+    /// True when consumers must not write: the producer said so, or the import could not
+    /// tell (legacy capsules). Exports carry the flag (DLPack READ_ONLY, a read-only NumPy array).
     #[getter]
     fn readonly(&self) -> bool {
         self.view.is_readonly()
     }
 
+    /// True when the data is a copy: the producer set DLPack's IS_COPIED, or zerohop copied
+    /// on request (`copy=True`, `Tensor.copy`). A zero-copy hand-off leaves it False.
     #[getter]
     fn is_copied(&self) -> bool {
         self.is_copied
     }
 
+    /// The address of the first element (a device address for CUDA data), for checking
+    /// that two frameworks share memory.
     #[getter]
     fn data_ptr(&self) -> usize {
         self.view.data_ptr() as usize
     }
 
+    /// The number of dimensions.
     #[getter]
     fn ndim(&self) -> usize {
         self.view.ndim()
     }
 
+    /// The number of elements.
     #[getter]
     fn size(&self) -> usize {
         self.view.numel()
     }
 
+    /// The bytes the elements occupy (size × item size; strides' gaps are not counted).
     #[getter]
     fn nbytes(&self) -> usize {
         self.view.nbytes()
     }
 
+    /// True when the elements are compact in row-major (C) order.
     fn is_contiguous(&self) -> bool {
         self.view.is_contiguous()
     }
@@ -363,7 +324,7 @@ impl PyTensor {
     /// The Arrow schema of this tensor as a column: (n,) → a primitive, (n, K…) →
     /// FixedSizeLists.
     fn __arrow_c_schema__<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        crate::arrow_table::tensor_schema_capsule(py, self)
+        crate::tables::storage::tensor_schema_capsule(py, self)
     }
 
     /// This host tensor as an Arrow array, sharing memory (compact tensors only).
@@ -373,7 +334,7 @@ impl PyTensor {
         py: Python<'py>,
         requested_schema: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<Bound<'py, PyTuple>> {
-        crate::arrow_table::tensor_capsules(py, self, requested_schema)
+        crate::tables::storage::tensor_capsules(py, self, requested_schema)
     }
 
     /// This tensor on the Arrow device interface: CUDA data with an event recorded on its
@@ -385,15 +346,15 @@ impl PyTensor {
         requested_schema: Option<&Bound<'py, PyAny>>,
         kwargs: Option<&Bound<'py, PyDict>>,
     ) -> PyResult<Bound<'py, PyTuple>> {
-        crate::arrow::refuse_unknown_kwargs(kwargs)?;
-        crate::arrow_table::tensor_device_capsules(py, self, requested_schema)
+        crate::protocols::arrow::refuse_unknown_kwargs(kwargs)?;
+        crate::tables::storage::tensor_device_capsules(py, self, requested_schema)
     }
 
     /// Pickling (PEP 574): host data travels as one out-of-band buffer from protocol 5 on
     /// (the receiver views it), as a handle when it lies in `zerohop.memory.Shared` memory,
     /// else as bytes. Device data is refused. See docs/processes.md.
     fn __reduce_ex__<'py>(slf: &Bound<'py, Self>, protocol: i32) -> PyResult<Bound<'py, PyTuple>> {
-        crate::pickle::reduce_tensor(slf, protocol)
+        crate::process::pickle::reduce_tensor(slf, protocol)
     }
 
     fn __len__(&self) -> PyResult<usize> {
@@ -416,12 +377,4 @@ impl PyTensor {
             v.data_ptr() as usize
         )
     }
-}
-
-/// True for devices whose producers expect a stream argument.
-pub fn device_takes_stream(kind: i32) -> bool {
-    matches!(
-        DeviceKind::from_raw(kind),
-        Some(DeviceKind::Cuda | DeviceKind::Rocm)
-    )
 }

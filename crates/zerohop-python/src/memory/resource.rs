@@ -16,7 +16,7 @@ use zerohop::memory::{
 };
 use zerohop::{Device, Stream};
 
-use crate::errors::IntoPyResult;
+use crate::base::errors::IntoPyResult;
 
 /// What a `Resource` is, with the concrete handle its introspection methods need.
 #[derive(Clone)]
@@ -101,6 +101,8 @@ impl PyResource {
         self.upstream.as_ref().map(|u| u.clone_ref(py))
     }
 
+    /// The device this resource's memory is on: "cpu", "cuda:N", "cuda_host" or
+    /// "cuda_managed".
     #[getter]
     fn device(&self) -> String {
         self.inner.device().to_string()
@@ -236,7 +238,7 @@ impl PyResource {
     ) -> PyResult<usize> {
         let inner = self.inner.clone();
         // The address crosses the detach as an integer (pointers are not Send).
-        crate::python_stack::detach(py, move || {
+        crate::memory::python_stack::detach(py, move || {
             inner
                 .allocate(nbytes, align, Stream(stream))
                 .map(|p| p.as_ptr() as usize)
@@ -286,6 +288,8 @@ fn wrap(
     ))
 }
 
+/// Host memory from the system allocator, aligned as asked: the default host resource.
+/// The package's `zerohop.memory.System()` builds it.
 #[pyfunction]
 fn system() -> PyResource {
     PyResource::new(Arc::new(SystemResource::new()), Kind::System, None)
@@ -375,16 +379,19 @@ impl PyBlock {
         })
     }
 
+    /// The block's address.
     #[getter]
     fn ptr(&self) -> usize {
         self.ptr.as_ptr() as usize
     }
 
+    /// The bytes asked for (the resource may have rounded up internally).
     #[getter]
     fn nbytes(&self) -> usize {
         self.nbytes
     }
 
+    /// The stream the block was allocated on, and is freed on (0: none).
     #[getter]
     fn stream(&self) -> usize {
         self.stream
@@ -401,6 +408,9 @@ impl Drop for PyBlock {
     }
 }
 
+/// A pool over `upstream`: chunks reserved from it (`initial` bytes first, never more
+/// than `maximum` in all) carved into reusable blocks, by size class up to 4 MiB and by
+/// coalescing best fit above; reuse is stream-ordered. Built by `zerohop.memory.Pool`.
 #[pyfunction]
 #[pyo3(signature = (upstream, initial=0, maximum=None))]
 fn pool(
@@ -421,6 +431,9 @@ fn pool(
     })
 }
 
+/// Per-thread caches of small blocks (at most `cached_per_class` per size class) in front of
+/// `upstream`, so threads allocating at once rarely share a lock. Built by
+/// `zerohop.memory.Arena`.
 #[pyfunction]
 #[pyo3(signature = (upstream, cached_per_class=zerohop::memory::DEFAULT_CACHED_PER_CLASS))]
 fn arena(upstream: &Bound<'_, PyResource>, cached_per_class: usize) -> PyResult<PyResource> {
@@ -430,6 +443,8 @@ fn arena(upstream: &Bound<'_, PyResource>, cached_per_class: usize) -> PyResult<
     })
 }
 
+/// Refuses any allocation that would take the bytes outstanding through it above
+/// `nbytes`, raising `OutOfMemoryError` with the numbers. Built by `zerohop.memory.Limit`.
 #[pyfunction]
 fn limit(upstream: &Bound<'_, PyResource>, nbytes: usize) -> PyResult<PyResource> {
     wrap(upstream, |up| {
@@ -438,6 +453,8 @@ fn limit(upstream: &Bound<'_, PyResource>, nbytes: usize) -> PyResult<PyResource
     })
 }
 
+/// Counts what passes through to `upstream`: current, peak and total bytes and counts,
+/// failures, a power-of-two size histogram. Built by `zerohop.memory.Stats`.
 #[pyfunction]
 fn stats(upstream: &Bound<'_, PyResource>) -> PyResult<PyResource> {
     wrap(upstream, |up| {
@@ -446,6 +463,8 @@ fn stats(upstream: &Bound<'_, PyResource>) -> PyResult<PyResource> {
     })
 }
 
+/// Records every live allocation through it, with the Python stack (and a Rust backtrace
+/// when `backtraces`), for leak and invalid-free reports. Built by `zerohop.memory.Tracking`.
 #[pyfunction]
 #[pyo3(signature = (upstream, backtraces=false))]
 fn tracking(upstream: &Bound<'_, PyResource>, backtraces: bool) -> PyResult<PyResource> {
@@ -455,6 +474,8 @@ fn tracking(upstream: &Bound<'_, PyResource>, backtraces: bool) -> PyResult<PyRe
     })
 }
 
+/// Appends one CSV row per allocation and free to `path`
+/// (`time_us,thread,action,pointer,size,stream`). Built by `zerohop.memory.Log`.
 #[pyfunction]
 fn log(upstream: &Bound<'_, PyResource>, path: PathBuf) -> PyResult<PyResource> {
     wrap(upstream, |up| {
@@ -566,7 +587,7 @@ pub extern "C" fn zerohop_malloc(size: isize, device: c_int, stream: *mut c_void
 /// caused by zerohop's OutOfMemoryError — instead of handing out the tensor. Threads with no
 /// Python caller get only the NULL.
 fn report_refusal(err: zerohop::Error) {
-    let _ = Python::try_attach(|py| crate::errors::to_py(err).restore(py));
+    let _ = Python::try_attach(|py| crate::base::errors::to_py(err).restore(py));
 }
 
 /// C free entry point matching [`zerohop_malloc`]:
@@ -616,7 +637,5 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     ] {
         m.add_function(f)?;
     }
-    crate::numpy_hook::register(m)?;
-    crate::python_stack::install();
     Ok(())
 }

@@ -24,7 +24,7 @@ use zerohop::arrow::{
 };
 use zerohop::DeviceKind;
 
-use crate::errors::IntoPyResult;
+use crate::base::errors::IntoPyResult;
 
 pub const SCHEMA: &CStr = c"arrow_schema";
 pub const ARRAY: &CStr = c"arrow_array";
@@ -131,7 +131,7 @@ pub fn cast_to_requested(
     };
     match arrow_cast::cast_with_options(&array, &wanted, &options) {
         Ok(cast) => {
-            crate::errors::warn_copy(
+            crate::base::errors::warn_copy(
                 py,
                 &format!(
                     "Arrow data cast from {} to the requested {wanted} (a copy)",

@@ -12,13 +12,13 @@ use zerohop_ecg::synth::{generate, score as run_score, write_csv, SynthOptions};
 use zerohop_ecg::EcgError;
 use zerohop_ecg::{segment_with, DetectParams, Method};
 
-use crate::table::PyTable;
-use crate::tensor::PyTensor;
+use crate::base::tensor::PyTensor;
+use crate::tables::table::PyTable;
 
 fn to_py(err: EcgError) -> PyErr {
     match err {
         EcgError::Io { .. } => PyOSError::new_err(err.to_string()),
-        EcgError::Zerohop(e) => crate::errors::to_py(e),
+        EcgError::Zerohop(e) => crate::base::errors::to_py(e),
         other => PyValueError::new_err(other.to_string()),
     }
 }
@@ -222,10 +222,10 @@ fn segment<'py>(
     let source = tensor.cast::<PyTensor>()?.get();
     let view = source.view.clone();
     let p = Params::for_rate(rate).map_err(to_py)?;
-    let place = zerohop::Device::parse(device).map_err(crate::errors::to_py)?;
+    let place = zerohop::Device::parse(device).map_err(crate::base::errors::to_py)?;
     let (seg, stream) = match place.kind {
         zerohop::DeviceKind::Cpu => {
-            let values = view.as_slice::<f32>().map_err(crate::errors::to_py)?;
+            let values = view.as_slice::<f32>().map_err(crate::base::errors::to_py)?;
             (
                 py.detach(|| segment_with(values, &p, method))
                     .map_err(to_py)?,
@@ -241,7 +241,7 @@ fn segment<'py>(
                     zerohop::Stream(source.stream()),
                     zerohop::Stream(stream),
                 )
-                .map_err(crate::errors::to_py)?;
+                .map_err(crate::base::errors::to_py)?;
             }
             let seg = py
                 .detach(|| {
@@ -324,11 +324,11 @@ fn synthesize(
             .map_err(to_py)?;
     }
     let n = synthetic.signal.len() as i64;
-    let signal =
-        zerohop::TensorView::from_slice(&synthetic.signal, &[n]).map_err(crate::errors::to_py)?;
+    let signal = zerohop::TensorView::from_slice(&synthetic.signal, &[n])
+        .map_err(crate::base::errors::to_py)?;
     let r: Vec<i64> = synthetic.r_peaks.iter().map(|&p| p as i64).collect();
-    let peaks_view =
-        zerohop::TensorView::from_slice(&r, &[r.len() as i64]).map_err(crate::errors::to_py)?;
+    let peaks_view = zerohop::TensorView::from_slice(&r, &[r.len() as i64])
+        .map_err(crate::base::errors::to_py)?;
     Ok((
         PyTensor::new(signal, false),
         PyTensor::new(peaks_view, false),
@@ -363,6 +363,5 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(segment, m)?)?;
     m.add_function(wrap_pyfunction!(synthesize, m)?)?;
     m.add_function(wrap_pyfunction!(score, m)?)?;
-    crate::ecg_wfdb::register(m)?;
     Ok(())
 }

@@ -12,7 +12,7 @@ use pyo3::{ffi, intern};
 use zerohop::memory::MemoryResource;
 use zerohop::Stream;
 
-use crate::memory::PyResource;
+use crate::memory::resource::PyResource;
 
 const HANDLER_NAME: &CStr = c"mem_handler";
 /// NumPy's C-API table slots (stable since NumPy 1.22, C feature version 0x0f).

@@ -16,8 +16,8 @@ use pyo3::types::{PyBytes, PyDict};
 use zerohop::cuda::ipc::{self, ExportedEvent, IpcHandle, HANDLE_BYTES};
 use zerohop::{Buffer, DType, Device, Stream, TensorView};
 
-use crate::errors::IntoPyResult;
-use crate::tensor::PyTensor;
+use crate::base::errors::IntoPyResult;
+use crate::base::tensor::PyTensor;
 
 /// Events of the most recent exports, kept until consumers are likely to have opened them.
 const KEPT_EVENTS: usize = 4096;

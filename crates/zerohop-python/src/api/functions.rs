@@ -1,0 +1,45 @@
+//! Module-level constructors of `zerohop`: `zeros` and `from_arrow`.
+
+use pyo3::prelude::*;
+use pyo3::types::IntoPyDict;
+use zerohop::{DType, TensorView};
+
+use crate::base::errors::IntoPyResult;
+use crate::base::tensor::PyTensor;
+use crate::protocols::cuda;
+use crate::tables::table::PyTable;
+
+/// A zero-filled tensor in fresh zerohop memory: host memory from the current host resource
+/// (128-byte aligned), or device memory for `device="cuda:N"`.
+#[pyfunction]
+#[pyo3(signature = (shape, dtype="float32", device="cpu"))]
+pub fn zeros(shape: Vec<i64>, dtype: &str, device: &str) -> PyResult<PyTensor> {
+    let dtype = DType::from_name(dtype).py()?;
+    let device = zerohop::Device::parse(device).py()?;
+    if device.kind == zerohop::DeviceKind::Cuda {
+        return cuda::zeros_on(device, dtype, &shape);
+    }
+    if device.kind != zerohop::DeviceKind::Cpu {
+        return Err(pyo3::exceptions::PyValueError::new_err(format!(
+            "zeros on {device}: zerohop allocates on cpu and cuda:N"
+        )));
+    }
+    Ok(PyTensor::new(TensorView::zeros(dtype, &shape).py()?, false))
+}
+
+/// A table over Arrow data from any producer of the Arrow PyCapsule interface, sharing its
+/// memory; with `chunks=True` a list of tables, one per chunk (see `Table.from_arrow`).
+#[pyfunction]
+#[pyo3(signature = (data, /, *, copy=false, chunks=false))]
+pub fn from_arrow<'py>(
+    py: Python<'py>,
+    data: &Bound<'py, PyAny>,
+    copy: bool,
+    chunks: bool,
+) -> PyResult<Bound<'py, PyAny>> {
+    py.get_type::<PyTable>().call_method(
+        "from_arrow",
+        (data,),
+        Some(&[("copy", copy), ("chunks", chunks)].into_py_dict(py)?),
+    )
+}

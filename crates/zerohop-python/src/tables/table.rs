@@ -1,0 +1,403 @@
+//! `zerohop.Table`: an SoA table from Python, and its tensor maps handed to frameworks.
+
+use pyo3::exceptions::{PyBufferError, PyKeyError, PyTypeError, PyValueError};
+use pyo3::intern;
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyList, PyString, PyTuple, PyType};
+use zerohop::dlpack::{export_versioned, ExportOptions};
+use zerohop::soa::{ColumnKind, ColumnSpec, ComponentOrder, Schema, SoaTable};
+use zerohop::{DType, Device, TensorView};
+
+use crate::base::errors::{warn_copy, IntoPyResult};
+use crate::base::tensor::PyTensor;
+use crate::tables::storage::Storage;
+
+/// A structure-of-arrays table: every column (table scalar, per-row column, vector[K],
+/// matrix[R, C]) padded to the alignment in one buffer.
+///
+/// A table also wraps Arrow data (`zerohop.from_arrow`, `Table.from_tensors`) or CUDA
+/// columns without copying them; `storage` says which.
+#[pyclass(name = "Table", module = "zerohop", frozen)]
+pub struct PyTable {
+    pub(crate) storage: Storage,
+    /// For SoA tables on a CUDA device: the stream their data is produced on (1: legacy).
+    pub(crate) stream: usize,
+    /// The batches an Arrow import arrived in, when there were several: a re-export streams
+    /// them as they came (the storage holds their concatenation).
+    pub(crate) chunks: Vec<zerohop::arrow::arrow_array::RecordBatch>,
+}
+
+fn parse_order(value: &Bound<'_, PyAny>) -> PyResult<ComponentOrder> {
+    match value.extract::<String>()?.as_str() {
+        "row" | "row-major" | "C" => Ok(ComponentOrder::RowMajor),
+        "col" | "column" | "column-major" | "F" => Ok(ComponentOrder::ColumnMajor),
+        other => Err(PyValueError::new_err(format!(
+            "matrix order {other:?} must be 'row' or 'col'"
+        ))),
+    }
+}
+
+/// `shape`: None/"column" → per-row column, "scalar" → table scalar, K → vector, (R, C) →
+/// matrix.
+fn parse_kind(
+    shape: Option<&Bound<'_, PyAny>>,
+    order: Option<&Bound<'_, PyAny>>,
+) -> PyResult<ColumnKind> {
+    let order = order.map(parse_order).transpose()?;
+    let Some(shape) = shape.filter(|s| !s.is_none()) else {
+        return Ok(ColumnKind::Column);
+    };
+    if let Ok(word) = shape.extract::<String>() {
+        return match word.as_str() {
+            "scalar" => Ok(ColumnKind::TableScalar),
+            "column" => Ok(ColumnKind::Column),
+            other => Err(PyValueError::new_err(format!(
+                "column kind {other:?} must be 'scalar', 'column', an int K or a pair (R, C)"
+            ))),
+        };
+    }
+    if let Ok(k) = shape.extract::<usize>() {
+        return Ok(ColumnKind::Vector(k));
+    }
+    if let Ok((rows, cols)) = shape.extract::<(usize, usize)>() {
+        return Ok(ColumnKind::Matrix {
+            rows,
+            cols,
+            order: order.unwrap_or(ComponentOrder::RowMajor),
+        });
+    }
+    Err(PyTypeError::new_err(format!(
+        "column shape {shape} must be 'scalar', an int K or a pair (R, C)"
+    )))
+}
+
+/// Schema items: `(name, dtype)`, `(name, dtype, shape)`, `(name, dtype, (R, C), order)` or a
+/// dict with keys name, dtype, shape, order.
+pub(crate) fn parse_schema(schema: &Bound<'_, PyAny>) -> PyResult<Schema> {
+    let mut columns = Vec::new();
+    for item in schema.try_iter()? {
+        let item = item?;
+        let (name, dtype, shape, order) = if let Ok(d) = item.cast::<PyDict>() {
+            let get = |k: &str| d.get_item(k);
+            (
+                get("name")?.ok_or_else(|| PyKeyError::new_err("schema item needs 'name'"))?,
+                get("dtype")?.ok_or_else(|| PyKeyError::new_err("schema item needs 'dtype'"))?,
+                get("shape")?.or(get("kind")?),
+                get("order")?,
+            )
+        } else if let Ok(t) = item.cast::<PyTuple>() {
+            if !(2..=4).contains(&t.len()) {
+                return Err(PyValueError::new_err(format!(
+                    "schema item {t} must be (name, dtype[, shape[, order]])"
+                )));
+            }
+            (
+                t.get_item(0)?,
+                t.get_item(1)?,
+                t.get_item(2).ok(),
+                t.get_item(3).ok(),
+            )
+        } else {
+            return Err(PyTypeError::new_err(format!(
+                "schema item {item} must be a tuple or a dict"
+            )));
+        };
+        let dtype_name = dtype_name(&dtype)?;
+        columns.push(ColumnSpec {
+            name: name.extract()?,
+            dtype: DType::from_name(&dtype_name).py()?,
+            kind: parse_kind(shape.as_ref(), order.as_ref())?,
+        });
+    }
+    Schema::new(columns).py()
+}
+
+/// Accepts "float32", NumPy dtypes and scalar types (`np.float32`, ml_dtypes' `bfloat16`),
+/// and torch dtypes.
+fn dtype_name(dtype: &Bound<'_, PyAny>) -> PyResult<String> {
+    if let Ok(s) = dtype.cast::<PyString>() {
+        return Ok(s.to_string());
+    }
+    if dtype.is_instance_of::<PyType>() {
+        // A scalar type: NumPy knows its dtype (and says no for types it does not know).
+        let numpy = dtype.py().import("numpy").map_err(|_| {
+            PyTypeError::new_err(format!("dtype {dtype} is a type; name it as a string"))
+        })?;
+        let resolved = numpy
+            .call_method1("dtype", (dtype,))
+            .ok()
+            // NumPy maps any other class to its object dtype, which holds no numbers.
+            .filter(|d| d.getattr("kind").is_ok_and(|k| !k.eq("O").unwrap_or(true)))
+            .ok_or_else(|| {
+                PyTypeError::new_err(format!(
+                    "dtype {dtype} is not a NumPy scalar type; name it as a string \
+                     (\"float32\")"
+                ))
+            })?;
+        return resolved.getattr("name")?.extract();
+    }
+    let text = dtype.str()?.to_string();
+    Ok(text.trim_start_matches("torch.").to_string())
+}
+
+pub(crate) fn schema_items<'py>(py: Python<'py>, schema: &Schema) -> PyResult<Bound<'py, PyList>> {
+    let list = PyList::empty(py);
+    for c in schema.columns() {
+        let dtype = c.dtype.to_string();
+        let item = match c.kind {
+            ColumnKind::TableScalar => (c.name.as_str(), dtype, "scalar").into_pyobject(py)?,
+            ColumnKind::Column => (c.name.as_str(), dtype).into_pyobject(py)?,
+            ColumnKind::Vector(k) => (c.name.as_str(), dtype, k).into_pyobject(py)?,
+            ColumnKind::Matrix { rows, cols, order } => (
+                c.name.as_str(),
+                dtype,
+                (rows, cols),
+                if order == ComponentOrder::RowMajor {
+                    "row"
+                } else {
+                    "col"
+                },
+            )
+                .into_pyobject(py)?,
+        };
+        list.append(item)?;
+    }
+    Ok(list)
+}
+
+/// Groups from the Python spec forms: {name: [cols]}, [(name, [cols])], or [col, col, …]
+/// (each column its own tensor).
+pub(crate) fn parse_spec(spec: &Bound<'_, PyAny>) -> PyResult<Vec<(String, Vec<String>)>> {
+    let mut groups = Vec::new();
+    if let Ok(d) = spec.cast::<PyDict>() {
+        for (k, v) in d.iter() {
+            groups.push((k.extract()?, columns_of(&v)?));
+        }
+        return Ok(groups);
+    }
+    for item in spec.try_iter()? {
+        let item = item?;
+        if let Ok(name) = item.extract::<String>() {
+            groups.push((name.clone(), vec![name]));
+        } else if let Ok((name, cols)) = item.extract::<(String, Bound<'_, PyAny>)>() {
+            groups.push((name, columns_of(&cols)?));
+        } else {
+            return Err(PyTypeError::new_err(format!(
+                "tensor spec item {item} must be a column name or (tensor_name, [columns])"
+            )));
+        }
+    }
+    Ok(groups)
+}
+
+fn columns_of(value: &Bound<'_, PyAny>) -> PyResult<Vec<String>> {
+    if let Ok(one) = value.extract::<String>() {
+        return Ok(vec![one]);
+    }
+    value.extract()
+}
+
+/// A mapped tensor handed to `framework`, which must share its memory: a consumer that would
+/// copy (JAX, for addresses it does not take) or that would ignore read-only (torch) gets the
+/// data only as a reported copy, and only when `allow_copy` says so.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn to_framework<'py>(
+    py: Python<'py>,
+    name: &str,
+    mut view: TensorView,
+    mut copied: bool,
+    framework: Option<&str>,
+    stream: usize,
+    allow_copy: bool,
+    share_readonly: bool,
+) -> PyResult<Bound<'py, PyAny>> {
+    let dlpack = intern!(py, "from_dlpack");
+    let on_cuda = view.device().kind == zerohop::DeviceKind::Cuda;
+    if framework == Some("torch") && view.is_readonly() && !copied && !share_readonly {
+        // torch ignores DLPack's READ_ONLY flag: shared memory would be writable there.
+        if !allow_copy {
+            return Err(PyBufferError::new_err(format!(
+                "tensor {name:?} is read-only (Arrow data always is), and torch ignores \
+                 DLPack's read-only flag, so torch could write to it. Options: copy=True (a \
+                 private, reported copy); share_readonly=True (the same memory, on your word \
+                 that nothing writes to it through torch); or take it through NumPy, JAX or \
+                 zerohop tensors, which keep it read-only"
+            )));
+        }
+        view = view.private_copy().py()?;
+        copied = true;
+        warn_copy(
+            py,
+            &format!("tensor {name:?} is read-only and torch ignores that flag: copied"),
+        )?;
+    }
+    let tensor = || {
+        let t = if on_cuda {
+            PyTensor::with_stream(view.clone(), copied, stream)
+        } else {
+            PyTensor::new(view.clone(), copied)
+        };
+        Bound::new(py, t)
+    };
+    match framework {
+        None | Some("zerohop") => Ok(tensor()?.into_any()),
+        // Device data goes through the protocol, so torch names its stream and waits on ours.
+        Some("torch") if on_cuda => {
+            let producer = if view.is_readonly() {
+                // Reaching here read-only means share_readonly=True (see above).
+                // SAFETY: the caller's word that nothing writes to it through torch.
+                let alias = unsafe { view.clone().assume_never_written() };
+                Bound::new(py, PyTensor::with_stream(alias, copied, stream))?
+            } else {
+                tensor()?
+            };
+            py.import(intern!(py, "torch"))?
+                .call_method1(dlpack, (producer,))
+        }
+        Some("torch") => {
+            let managed = export_versioned(&view, ExportOptions { is_copied: copied }).py()?;
+            if view.device().is_host_accessible() {
+                // C speed, no Python protocol calls; host memory needs no stream sync.
+                if let Some(t) = crate::base::exchange::torch_tensor_from_managed(py, managed)? {
+                    return Ok(t);
+                }
+            }
+            // torch takes a capsule directly, skipping two Python-level protocol calls: half
+            // the cost of `torch.from_dlpack(tensor)`.
+            let capsule = crate::protocols::capsule::versioned_capsule(py, managed)?;
+            py.import(intern!(py, "torch"))?
+                .call_method1(dlpack, (capsule,))
+        }
+        Some("numpy") => py
+            .import(intern!(py, "numpy"))?
+            .call_method1(dlpack, (tensor()?,)),
+        Some("jax") => {
+            // JAX asks for legacy capsules, which cannot carry the read-only mark; its arrays
+            // are immutable, so it may share read-only memory all the same.
+            let shared = if view.is_readonly() {
+                // SAFETY: the alias goes to jax.numpy.from_dlpack alone, and JAX never writes
+                // to the memory behind an array.
+                let alias = unsafe { view.clone().assume_never_written() };
+                Bound::new(py, PyTensor::new(alias, copied))?
+            } else {
+                tensor()?
+            };
+            let array = py
+                .import(intern!(py, "jax.numpy"))?
+                .call_method1(dlpack, (shared,))?;
+            if view.numel() > 0 && !copied {
+                jax_shares(py, name, &view, &array, allow_copy)?;
+            }
+            Ok(array)
+        }
+        Some(other) => Err(PyValueError::new_err(format!(
+            "framework {other:?} must be 'torch', 'jax', 'numpy' or None (zerohop tensors)"
+        ))),
+    }
+}
+
+/// JAX copies what it cannot take in place without saying so; compare the address it ended up
+/// with, and name the reason: a 64-bit type it narrowed (jax_enable_x64 off) or, on the CPU,
+/// an address that is not 64-byte aligned.
+fn jax_shares(
+    py: Python<'_>,
+    name: &str,
+    view: &TensorView,
+    array: &Bound<'_, PyAny>,
+    allow_copy: bool,
+) -> PyResult<()> {
+    let address: usize = array
+        .call_method0(intern!(py, "unsafe_buffer_pointer"))?
+        .extract()?;
+    let ours = view.data_ptr() as usize;
+    if address == ours {
+        return Ok(());
+    }
+    let theirs = array.getattr(intern!(py, "dtype"))?.str()?.to_string();
+    let dtype = view.dtype().to_string();
+    let (why, options) = if theirs != dtype {
+        (
+            format!(
+                "JAX copied tensor {name:?}: it converted {dtype} to {theirs} (64-bit types need \
+                 jax.config.update(\"jax_enable_x64\", True) before the first JAX array)"
+            ),
+            "enable jax_enable_x64; a 32-bit column; or copy=True (a reported copy)",
+        )
+    } else if !ours.is_multiple_of(64) {
+        (
+            format!(
+                "JAX copied tensor {name:?}: it starts at 0x{ours:x} ({} bytes past a 64-byte \
+                 boundary), and JAX takes only 64-byte-aligned memory in place",
+                ours % 64
+            ),
+            "copy=True (a reported copy); a table with alignment >= 64; or, with alignment \
+             equal to the element size, a row count whose columns end on 64-byte boundaries (a \
+             multiple of 16 rows for float32)",
+        )
+    } else {
+        (
+            format!(
+                "JAX copied tensor {name:?} (0x{ours:x}, {dtype} {:?}, strides {:?}) for a \
+                 reason of its own",
+                view.shape(),
+                view.strides()
+            ),
+            "copy=True (a reported copy)",
+        )
+    };
+    if allow_copy {
+        return warn_copy(py, &why);
+    }
+    Err(PyBufferError::new_err(format!("{why}. Options: {options}")))
+}
+
+/// The resource a table on `device` comes from: the device's current resource, else plain
+/// device memory ("cuda:N"), pinned host memory ("cuda_host") or the host default ("cpu").
+pub(crate) fn resource_for(device: &str) -> PyResult<std::sync::Arc<dyn zerohop::MemoryResource>> {
+    let device = Device::parse(device).py()?;
+    if let Some(current) = zerohop::memory::current_resource(device) {
+        return Ok(current);
+    }
+    Ok(match device.kind {
+        zerohop::DeviceKind::Cuda => {
+            std::sync::Arc::new(zerohop::cuda::CudaDeviceResource::new(device.id).py()?)
+        }
+        zerohop::DeviceKind::CudaHost => {
+            std::sync::Arc::new(zerohop::cuda::CudaPinnedResource::new(device.id).py()?)
+        }
+        _ => {
+            return Err(PyValueError::new_err(format!(
+                "tables live on cpu, cuda:N or cuda_host, not {device}"
+            )))
+        }
+    })
+}
+
+impl PyTable {
+    pub fn from_table(table: SoaTable) -> Self {
+        PyTable::with_storage(Storage::Soa(table))
+    }
+
+    pub(crate) fn with_storage(storage: Storage) -> Self {
+        PyTable {
+            storage,
+            stream: zerohop::cuda::LEGACY_STREAM.0,
+            chunks: Vec::new(),
+        }
+    }
+
+    /// The stream a tensor of this table is produced on.
+    pub(crate) fn stream(&self) -> usize {
+        match &self.storage {
+            Storage::Device { stream, .. } => *stream,
+            _ => self.stream,
+        }
+    }
+
+    pub(crate) fn soa(&self) -> Option<&SoaTable> {
+        match &self.storage {
+            Storage::Soa(t) => Some(t),
+            _ => None,
+        }
+    }
+}

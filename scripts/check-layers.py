@@ -1,0 +1,102 @@
+#!/usr/bin/env python3
+"""Holds the Python extension crate to its layers: no module cycles, and no module using a
+layer above its own.
+
+Layers, bottom to top (a file's layer is its folder under src/; lib.rs is above all):
+base, memory, protocols, tables, process, ecg, api. A file may use its own layer and the ones
+below; within a layer, files must not use each other in a circle. Exits 1 with the offending
+edges otherwise.
+"""
+
+import re
+import sys
+from pathlib import Path
+
+LAYERS = ["base", "memory", "protocols", "tables", "process", "ecg", "api"]
+SRC = Path(
+    sys.argv[1] if len(sys.argv) > 1 and sys.argv[1] != "-v" else Path(__file__).resolve().parents[1] / "crates/zerohop-python/src"
+)
+
+
+def module_of(path: Path) -> str:
+    rel = path.relative_to(SRC).with_suffix("")
+    parts = list(rel.parts)
+    if parts[-1] == "mod":
+        parts.pop()
+    return "::".join(parts) or "lib"
+
+
+def uses(text: str) -> set[str]:
+    """Every `crate::a::b` path the file names, as `a::b` (or `a` for a layer's mod.rs)."""
+    text = re.sub(r"//[^\n]*", "", text)
+    found: set[str] = set()
+    for group in re.finditer(r"crate::([a-z_]+)::\{([^;]*?)\}\s*;", text, re.S):
+        for name in re.findall(r"(?:^|[{,\s])([a-z_]+)(?=\s*(?:::|,|\}|$))", group.group(2)):
+            found.add(f"{group.group(1)}::{name}")
+    for path in re.finditer(r"crate::([a-z_]+)(?:::([a-z_]+))?", text):
+        found.add(path.group(1) + (f"::{path.group(2)}" if path.group(2) else ""))
+    # Paths through a `use crate::layer;` or `use crate::layer::{module, ...}` alias.
+    for alias in re.finditer(r"(?<![:\w])([a-z_]+)::([a-z_]+)", text):
+        head, tail = alias.groups()
+        if head in LAYERS:
+            found.add(f"{head}::{tail}")
+    return found
+
+
+def main() -> int:
+    files = {module_of(p): p for p in SRC.rglob("*.rs")}
+    graph: dict[str, set[str]] = {}
+    for module, path in files.items():
+        deps = set()
+        for name in uses(path.read_text()):
+            target = name if name in files else name.split("::")[0]
+            if target in files and target != module:
+                deps.add(target)
+        graph[module] = deps
+
+    def rank(module: str) -> int:
+        head = module.split("::")[0]
+        return LAYERS.index(head) if head in LAYERS else len(LAYERS)
+
+    problems = []
+    unknown = sorted(m for m in files if m != "lib" and m.split("::")[0] not in LAYERS)
+    problems += [f"{m}: not in a layer folder ({', '.join(LAYERS)})" for m in unknown]
+    for module, deps in sorted(graph.items()):
+        for dep in sorted(deps):
+            if rank(dep) > rank(module):
+                problems.append(f"{module} uses {dep}, a layer above it")
+
+    # Cycles (a layer's mod.rs registering its children is the children's parent, not a peer).
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(node: str) -> None:
+        state[node] = 1
+        stack.append(node)
+        for dep in sorted(graph[node]):
+            if state.get(dep) == 1:
+                problems.append("cycle: " + " -> ".join(stack[stack.index(dep) :] + [dep]))
+            elif dep not in state:
+                visit(dep)
+        stack.pop()
+        state[node] = 2
+
+    for node in sorted(graph):
+        if node not in state:
+            visit(node)
+
+    if problems:
+        print(f"{SRC} breaks its layering:", file=sys.stderr)
+        for p in problems:
+            print("  " + p, file=sys.stderr)
+        return 1
+    if "-v" in sys.argv:
+        for module, deps in sorted(graph.items()):
+            print(f"{module} -> {' '.join(sorted(deps))}")
+    edges = sum(len(d) for d in graph.values())
+    print(f"check-layers: {len(files)} modules, {edges} uses, no cycle, no upward use")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,43 @@
+"""The Python extension crate keeps its layers: scripts/check-layers.py passes on the tree and
+fails on an upward use or a cycle."""
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+SCRIPT = ROOT / "scripts" / "check-layers.py"
+SRC = ROOT / "crates" / "zerohop-python" / "src"
+
+
+def run(*args):
+    return subprocess.run(
+        [sys.executable, str(SCRIPT), *map(str, args)], capture_output=True, text=True
+    )
+
+
+def test_the_crate_has_no_cycle_and_no_upward_use():
+    result = run()
+    assert result.returncode == 0, result.stderr
+    assert "no cycle" in result.stdout
+
+
+def test_an_upward_use_is_caught(tmp_path):
+    src = tmp_path / "src"
+    shutil.copytree(SRC, src)
+    tensor = src / "base" / "tensor.rs"
+    tensor.write_text("use crate::tables::table::PyTable;\n" + tensor.read_text())
+    result = run(src)
+    assert result.returncode == 1
+    assert "base::tensor uses tables::table, a layer above it" in result.stderr
+
+
+def test_a_cycle_inside_a_layer_is_caught(tmp_path):
+    src = tmp_path / "src"
+    shutil.copytree(SRC, src)
+    storage = src / "tables" / "storage.rs"
+    storage.write_text("use crate::tables::table::PyTable;\n" + storage.read_text())
+    result = run(src)
+    assert result.returncode == 1
+    assert "cycle: tables::table -> tables::storage -> tables::table" in result.stderr

@@ -328,6 +328,19 @@ def test_arrow_buffers_keep_zerohop_memory_alive():
     assert array.to_pylist() == [0, 1, 2, 3, 4]
 
 
+def test_boolean_columns_are_unpacked_only_as_a_reported_copy():
+    table = zerohop.from_arrow(pa.table({"b": [True, False, True], "x": [1.0, 2.0, 3.0]}))
+    with pytest.raises(ValueError, match=r'column "b".*booleans.*copy=True'):
+        table["b"]
+    with pytest.warns(zerohop.CopyWarning, match="booleans"):
+        unpacked = table.column("b", "numpy", copy=True)
+    assert unpacked.dtype == np.bool_ and unpacked.tolist() == [True, False, True]
+    assert [item[:2] for item in table.schema] == [("b", "bool"), ("x", "float64")]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", zerohop.CopyWarning)
+        assert np.from_dlpack(table["x"]).tolist() == [1.0, 2.0, 3.0]
+
+
 def test_chunked_input_maps_chunk_by_chunk_without_a_copy():
     batches = [pa.record_batch({"x": pa.array(np.arange(k * 10, k * 10 + 10, dtype=np.float32))})
                for k in range(3)]
@@ -348,6 +361,32 @@ def test_chunked_input_maps_chunk_by_chunk_without_a_copy():
         zerohop.from_arrow(source, chunks=True, copy=True)
     one = zerohop.from_arrow(pa.table({"x": [1.0]}), chunks=True)
     assert isinstance(one, list) and len(one) == 1
+
+
+def test_duckdb_record_batch_readers_map_chunk_by_chunk_without_a_copy():
+    duckdb = pytest.importorskip("duckdb")
+    con = duckdb.connect()
+    con.execute("CREATE TABLE t AS SELECT i::DOUBLE AS x, (i * 2)::INTEGER AS y "
+                "FROM range(2500) r(i)")
+    reader = con.sql("SELECT x, y FROM t ORDER BY x").to_arrow_reader(1000)
+    batches = list(reader)  # kept, to compare addresses with what zerohop maps
+    assert len(batches) >= 2, "duckdb gave one batch; the test needs several"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", zerohop.CopyWarning)
+        tables = zerohop.from_arrow(pa.RecordBatchReader.from_batches(batches[0].schema, batches),
+                                    chunks=True)
+    assert [len(t) for t in tables] == [b.num_rows for b in batches]
+    for table, batch in zip(tables, batches):
+        assert table["x"].data_ptr == values_address(batch["x"])
+        assert table["y"].data_ptr == values_address(batch["y"])
+    got = np.concatenate([np.from_dlpack(t["x"]) for t in tables])
+    assert got.tolist() == [float(i) for i in range(2500)]
+    # duckdb's reader straight in (the Arrow PyCapsule stream interface), chunk by chunk.
+    direct = zerohop.from_arrow(con.sql("SELECT y FROM t ORDER BY x").to_arrow_reader(1000),
+                                chunks=True)
+    assert sum(len(t) for t in direct) == 2500
+    assert np.concatenate([np.from_dlpack(t["y"]) for t in direct]).tolist() == \
+        [2 * i for i in range(2500)]
 
 
 @needs_polars

@@ -75,3 +75,33 @@ def test_read_only_tensor_is_shared_with_jax_and_refused_to_other_legacy_consume
     assert address(jnp.from_dlpack(ro)) == ro.data_ptr
     with pytest.raises(BufferError, match="read-only"):
         ro.__dlpack__()
+
+def test_a_float64_column_without_x64_is_refused_for_the_narrowing_not_for_alignment():
+    # jax_enable_x64 is a process-wide switch that conftest turns on; run JAX without it.
+    import subprocess
+    import sys
+
+    script = """
+import warnings
+import zerohop
+t = zerohop.Table([("d", "float64"), ("f", "float32")], 64, alignment=128)
+(f,) = t.tensors(["f"], "jax")
+assert f.unsafe_buffer_pointer() == t["f"].data_ptr, "a float32 column must still be shared"
+try:
+    t.tensors(["d"], "jax")
+except BufferError as err:
+    print("REFUSED", err)
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    (d,) = t.tensors(["d"], "jax", copy=True)
+print("WARNED", [str(w.message) for w in caught], d.dtype)
+"""
+    env = {**__import__("os").environ, "JAX_ENABLE_X64": "0", "JAX_PLATFORMS": "cpu"}
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr
+    refused = next(line for line in out.stdout.splitlines() if line.startswith("REFUSED"))
+    assert "converted float64 to float32" in refused and "jax_enable_x64" in refused
+    assert "64-byte" not in refused
+    warned = next(line for line in out.stdout.splitlines() if line.startswith("WARNED"))
+    assert "converted float64 to float32" in warned and warned.endswith("float32")

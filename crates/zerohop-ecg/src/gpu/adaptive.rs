@@ -33,7 +33,7 @@ pub fn segment_adaptive_cuda(
         ));
     }
     let k = kernels(device)?;
-    let mut laps = Laps::new(device, stream);
+    let mut laps = Laps::new(device, stream)?;
     let x = signal_on_device(signal, n, device, stream)?;
     laps.lap("host→device")?;
     let curvature = curvature_on(&k, &mut laps, &x, n, p.ricker_width)?;
@@ -78,6 +78,7 @@ pub fn segment_adaptive_cuda(
         stream,
     )?;
     laps.lap("embed")?;
+    let timings = laps.finish()?;
 
     let positions: Vec<i64> = cands.iter().map(|c| c.0 as i64).collect();
     let rr: Vec<i64> = peaks.windows(2).map(|w| w[1] - w[0]).collect();
@@ -94,7 +95,7 @@ pub fn segment_adaptive_cuda(
         beat_lengths,
         beats,
         edge_dropped: peaks.len() - kept.len(),
-        timings: laps.timings,
+        timings,
     })
 }
 

@@ -9,11 +9,12 @@
 
 use std::ffi::{c_void, CString};
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
 
 use cudarc::driver::{result, sys};
 use cudarc::nvrtc;
-use zerohop::cuda::{bind, copy_async, synchronize, CudaDeviceResource, CUDA_ALIGNMENT};
+use zerohop::cuda::{
+    bind, copy_async, synchronize, CudaDeviceResource, TimingEvent, CUDA_ALIGNMENT,
+};
 use zerohop::{Buffer, DType, Device, DeviceKind, Stream, TensorView};
 
 use crate::error::{invalid, Result};
@@ -323,37 +324,48 @@ fn check_signal(signal: &TensorView, device: i32) -> Result<usize> {
     Ok(signal.shape()[0] as usize)
 }
 
-/// Stage timings: each lap waits for the stream, so a stage's time is its own. Until then it
-/// also holds the stage's scratch tensors, which queued kernels may still read.
+/// Stage timings from CUDA events: each lap records an event on the stream and nothing waits
+/// until `finish`, so the host keeps queueing work (the stages that read a count back still
+/// wait for their own kernels). The scratch tensors that queued kernels may still read are
+/// held until then.
 struct Laps {
     device: i32,
     stream: Stream,
-    clock: Instant,
-    timings: Vec<(&'static str, f64)>,
+    start: TimingEvent,
+    marks: Vec<(&'static str, TimingEvent)>,
     scratch: Vec<TensorView>,
 }
 
 impl Laps {
-    fn new(device: i32, stream: Stream) -> Self {
-        Laps {
+    fn new(device: i32, stream: Stream) -> Result<Self> {
+        Ok(Laps {
             device,
             stream,
-            clock: Instant::now(),
-            timings: Vec::new(),
+            start: TimingEvent::record(device, stream)?,
+            marks: Vec::new(),
             scratch: Vec::new(),
-        }
+        })
     }
     fn lap(&mut self, name: &'static str) -> Result<()> {
-        synchronize(self.device, self.stream)?;
-        self.scratch.clear();
-        self.timings
-            .push((name, self.clock.elapsed().as_secs_f64()));
-        self.clock = Instant::now();
+        let mark = TimingEvent::record(self.device, self.stream)?;
+        self.marks.push((name, mark));
         Ok(())
     }
-    /// Keeps `view` alive until the stream has finished with it (the next lap).
+    /// Keeps `view` alive until the stream has finished with it (`finish`).
     fn hold(&mut self, view: TensorView) {
         self.scratch.push(view);
+    }
+    /// Waits for the last stage and returns each stage's GPU seconds, in order.
+    fn finish(mut self) -> Result<Vec<(&'static str, f64)>> {
+        synchronize(self.device, self.stream)?;
+        self.scratch.clear();
+        let mut timings = Vec::with_capacity(self.marks.len());
+        let mut previous = &self.start;
+        for (name, mark) in &self.marks {
+            timings.push((*name, previous.seconds_until(mark)?));
+            previous = mark;
+        }
+        Ok(timings)
     }
 }
 
@@ -549,7 +561,7 @@ pub fn segment_cuda(
         ));
     }
     let k = kernels(device)?;
-    let mut laps = Laps::new(device, stream);
+    let mut laps = Laps::new(device, stream)?;
     let x = signal_on_device(signal, n, device, stream)?;
     laps.lap("host→device")?;
     let curvature = curvature_on(&k, &mut laps, &x, n, params.ricker_width)?;
@@ -631,6 +643,7 @@ pub fn segment_cuda(
     };
     let r_peaks = shift(&gates, total)?;
     let beat_peaks = shift(&beat_starts, beats_n)?;
+    let timings = laps.finish()?;
 
     Ok(Segmentation {
         params: params.clone(),
@@ -645,7 +658,7 @@ pub fn segment_cuda(
         beat_lengths,
         beats,
         edge_dropped: 0,
-        timings: laps.timings,
+        timings,
     })
 }
 

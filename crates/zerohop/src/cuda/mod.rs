@@ -204,6 +204,58 @@ impl Drop for Event {
     }
 }
 
+/// A timing event recorded on a stream: the difference of two, once both have completed,
+/// is the GPU time between them. Stage timings use these instead of synchronising the
+/// stream after every stage, which would serialise the host with the device.
+pub struct TimingEvent {
+    device: i32,
+    handle: sys::CUevent,
+}
+
+// SAFETY: as for `Event`: a driver handle, used only with the device's context bound.
+unsafe impl Send for TimingEvent {}
+
+impl TimingEvent {
+    /// Records a timing event on `stream` of `device` after the work queued there so far.
+    pub fn record(device: i32, stream: Stream) -> Result<Self> {
+        bind(device)?;
+        let handle = result::event::create(sys::CUevent_flags::CU_EVENT_DEFAULT)
+            .map_err(|e| driver_error("timing event", e))?;
+        let made = TimingEvent { device, handle };
+        // SAFETY: a fresh event; the stream is a handle the caller vouches for.
+        unsafe { result::event::record(handle, stream_handle(stream)) }
+            .map_err(|e| driver_error("timing event record", e))?;
+        Ok(made)
+    }
+
+    /// Blocks the host until the work before this event has finished.
+    pub fn wait(&self) -> Result<()> {
+        bind(self.device)?;
+        // SAFETY: a live event created in `record`.
+        unsafe { result::event::synchronize(self.handle) }
+            .map_err(|e| driver_error("timing event synchronize", e))
+    }
+
+    /// Seconds of GPU time from `self` to `later`; both must have completed (`wait` on the
+    /// later one), else the driver reports "not ready".
+    pub fn seconds_until(&self, later: &TimingEvent) -> Result<f64> {
+        bind(self.device)?;
+        // SAFETY: two live events of the same context, both recorded.
+        let ms = unsafe { result::event::elapsed(self.handle, later.handle) }
+            .map_err(|e| driver_error("timing event elapsed", e))?;
+        Ok(f64::from(ms) / 1e3)
+    }
+}
+
+impl Drop for TimingEvent {
+    fn drop(&mut self) {
+        if bind(self.device).is_ok() {
+            // SAFETY: created in `record`, destroyed once.
+            let _ = unsafe { result::event::destroy(self.handle) };
+        }
+    }
+}
+
 /// Makes `stream` on `device` wait for the event `event_ptr` points to (a `cudaEvent_t*`,
 /// as the Arrow device interface passes it). NULL means "ready": nothing to wait for.
 ///

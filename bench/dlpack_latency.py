@@ -80,8 +80,67 @@ def main():
             f"| {consumer_name} | {fmt(times['zerohop'])} | {fmt(times['numpy'])} | "
             f"{fmt(times['torch'])} | {'—' if ratio is None else f'{ratio:.2f}×'} |"
         )
+    lines += numpy_breakdown(producers, args.number, args.repeat)
     emit(lines, args.out)
 
+
+class _Ready:
+    """Hands NumPy a capsule made beforehand: the same Python-level `__dlpack__` for every
+    producer, so the timing is NumPy's import of that producer's capsule."""
+
+    def __init__(self, capsules, device):
+        self.capsules = capsules
+        self.device = device
+
+    def __dlpack__(self, **_):
+        return self.capsules.pop()
+
+    def __dlpack_device__(self):
+        return self.device
+
+
+def numpy_breakdown(producers, number, repeat):
+    """Where numpy.from_dlpack spends its time with each producer: the producer's export
+    (`__dlpack__` called with NumPy's three keywords, and with none), and NumPy's import of a
+    capsule made beforehand. Each part carries the same Python call overhead for both
+    producers, so the differences between the rows are what the producer costs."""
+    import timeit
+
+    rows = []
+    for name in ("numpy", "zerohop"):
+        x = producers[name]
+        total = median_us(lambda: np.from_dlpack(x), number, repeat)
+        export_kw = median_us(
+            lambda: x.__dlpack__(dl_device=None, copy=None, max_version=(1, 0)), number, repeat
+        )
+        export_bare = median_us(lambda: x.__dlpack__(), number, repeat)
+        runs = []
+        for _ in range(repeat):
+            ready = _Ready([x.__dlpack__(max_version=(1, 0)) for _ in range(number)],
+                           x.__dlpack_device__())
+            runs.append(timeit.timeit(lambda: np.from_dlpack(ready), number=number))
+        runs.sort()
+        import_us = runs[len(runs) // 2] / number * 1e6
+        rows.append((name, total, export_kw, export_bare, import_us))
+    out = [
+        "",
+        "## numpy.from_dlpack, split (µs per call)",
+        "",
+        "| producer | numpy.from_dlpack | export: `__dlpack__` with NumPy's keywords "
+        "(dl_device, copy, max_version) | export: `__dlpack__()` | import: NumPy taking a "
+        "ready capsule |",
+        "|---|---|---|---|---|",
+    ]
+    for name, total, export_kw, export_bare, import_us in rows:
+        out.append(
+            f"| {name} | {total:.2f} | {export_kw:.2f} | {export_bare:.2f} | {import_us:.2f} |"
+        )
+    (_, t_np, kw_np, bare_np, imp_np), (_, t_zh, kw_zh, bare_zh, imp_zh) = rows
+    out.append(
+        f"| zerohop − numpy | {t_zh - t_np:+.2f} | {kw_zh - kw_np:+.2f} | "
+        f"{bare_zh - bare_np:+.2f} | {imp_zh - imp_np:+.2f} |"
+    )
+    return out
 
 if __name__ == "__main__":
     main()

@@ -16,7 +16,7 @@ MATURIN := $(VENV)/bin/maturin
 export VIRTUAL_ENV := $(abspath $(VENV))
 export PATH := $(abspath $(VENV))/bin:$(PATH)
 
-.PHONY: all venv develop test fmt-check clippy doc-check test-rust miri pytest stubtest docs valgrind fuzz fuzz-smoke demo bench clean
+.PHONY: all venv develop test fmt-check clippy doc-check test-rust miri cpp-example pytest stubtest docs valgrind fuzz fuzz-smoke demo bench clean
 
 all: test
 
@@ -65,6 +65,7 @@ miri:
 	@if rustup +nightly component list --installed 2>/dev/null | grep -q '^miri' \
 	   || rustup component add miri rust-src --toolchain nightly; then \
 	  cargo +nightly miri test -p zerohop --lib --features arrow; \
+	  cargo +nightly miri test -p zerohop-capi --no-default-features --test api; \
 	else \
 	  echo; echo "################################################################"; \
 	  echo "## WARNING: Miri could not be installed; Miri tests were SKIPPED ##"; \
@@ -103,10 +104,17 @@ fuzz-smoke:
 
 # The Rust API reference, with every rustdoc warning (broken links, stray HTML) an error.
 doc-check: venv
-	RUSTDOCFLAGS="-D warnings" cargo doc --no-deps -q -p zerohop -p zerohop-ecg -p zerohop-derive \
+	RUSTDOCFLAGS="-D warnings" cargo doc --no-deps -q -p zerohop -p zerohop-ecg -p zerohop-derive -p zerohop-capi \
 	  --features zerohop/arrow,zerohop/cuda,zerohop-ecg/cuda
 
-test: fmt-check clippy doc-check test-rust miri pytest stubtest docs valgrind fuzz-smoke
+# The C ABI from C and C++: the C smoke test and the libtorch example (examples/cpp), built
+# against the library and include/zerohop.h through pkg-config, run on the CPU, then both
+# again under valgrind's memcheck (errors in zerohop's frames fail it).
+cpp-example: venv
+	PY=$(PY) bash examples/cpp/run.sh cpu 1000
+	PY=$(PY) bash scripts/valgrind-capi.sh
+
+test: fmt-check clippy doc-check test-rust miri cpp-example pytest stubtest docs valgrind fuzz-smoke
 
 demo: $(VENV)/.demo-installed
 	$(MATURIN) develop --release -q

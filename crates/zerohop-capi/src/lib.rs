@@ -1,0 +1,51 @@
+//! The C ABI of zerohop, for C and C++ programs (the CMS software's way in, say): SoA tables
+//! on host or device memory from a chosen resource, tensor maps from the same spec language as
+//! Python's `Table.tensors`, every tensor exported as a DLPack 1.3 `DLManagedTensorVersioned`,
+//! and DLPack tensors written into columns (a model's outputs landing in the table).
+//!
+//! Conventions (the header, `include/zerohop.h`, is generated from this crate by cbindgen):
+//! * Objects are opaque handles (`zh_schema`, `zh_resource`, `zh_table`, `zh_tensors`) made
+//!   by `zh_*_new`-style calls and released by their `zh_*_free`; freeing NULL does nothing.
+//! * Every fallible call returns a `zh_status`; on anything but `ZH_OK` the calling thread's
+//!   `zh_last_error()` says what went wrong, naming the input. Out-parameters are written
+//!   only on success.
+//! * No panic crosses the boundary: a bug inside zerohop becomes `ZH_INTERNAL`.
+//! * Exported tensors keep the table's memory alive: a table may be freed while tensors of
+//!   it are still held; the memory goes when the last deleter has run.
+//!
+//! This is a crate of its own, not a module of the Python extension: a C++ program links it
+//! without a Python interpreter, and the extension's library needs libpython's symbols.
+
+#![allow(non_camel_case_types)]
+
+mod map;
+mod resource;
+mod schema;
+mod status;
+mod table;
+
+pub use map::*;
+pub use resource::*;
+pub use schema::*;
+pub use status::*;
+pub use table::*;
+
+use std::ffi::{c_char, CStr};
+
+/// The library's version ("0.1.0"), a static string.
+#[no_mangle]
+pub extern "C" fn zh_version() -> *const c_char {
+    const VERSION: &CStr =
+        match CStr::from_bytes_with_nul(concat!(env!("CARGO_PKG_VERSION"), "\0").as_bytes()) {
+            Ok(v) => v,
+            Err(_) => panic!("the version has no interior NUL"),
+        };
+    VERSION.as_ptr()
+}
+
+/// The DLPack version of the tensors this library exports: major * 100 + minor (103).
+#[no_mangle]
+pub extern "C" fn zh_dlpack_version() -> u32 {
+    use zerohop::dlpack::ffi::{DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION};
+    DLPACK_MAJOR_VERSION * 100 + DLPACK_MINOR_VERSION
+}

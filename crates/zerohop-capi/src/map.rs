@@ -1,0 +1,177 @@
+//! `zh_tensors`: a table's columns as tensors, picked, grouped and ordered by a spec, with
+//! shapes and strides computed so every tensor is a view of the table's buffer.
+
+use std::ffi::{c_char, CString};
+
+use zerohop::dlpack::ffi::DLManagedTensorVersioned;
+use zerohop::dlpack::{export_versioned, ExportOptions};
+use zerohop::soa::{MapOptions, MappedTensor, TensorMap};
+
+use crate::status::{guard, handle, out_param, text, zh_status, Failure, Outcome};
+use crate::table::zh_table;
+
+/// Export the tensors read-only (DLPack's READ_ONLY flag set).
+pub const ZH_MAP_READONLY: u32 = 1;
+/// Allow a copy for a group whose columns strides cannot describe (reported per tensor by
+/// `zh_tensors_copied`) instead of failing.
+pub const ZH_MAP_ALLOW_COPY: u32 = 2;
+
+/// The tensors of one map applied to one table (opaque).
+pub struct zh_tensors {
+    tensors: Vec<MappedTensor>,
+    names: Vec<CString>,
+}
+
+/// Parses "name: col, col; name2: col; col3": groups separated by ';', each a tensor name, a
+/// colon and its columns (a bare column is a tensor of its own name); output in that order.
+fn parse_spec(spec: &str) -> Outcome<TensorMap> {
+    let mut builder = TensorMap::builder();
+    let mut any = false;
+    for (i, group) in spec.split(';').enumerate() {
+        let group = group.trim();
+        if group.is_empty() {
+            continue;
+        }
+        let (name, columns) = match group.split_once(':') {
+            Some((name, columns)) => (name.trim(), columns),
+            None => (group, group),
+        };
+        let columns: Vec<&str> = columns.split(',').map(str::trim).collect();
+        if name.is_empty() || columns.iter().any(|c| c.is_empty()) {
+            return Err(Failure::invalid(format!(
+                "spec group {} ({group:?}): expected \"name: column, column\" or \"column\"",
+                i + 1
+            )));
+        }
+        builder = builder.tensor(name, &columns);
+        any = true;
+    }
+    if !any {
+        return Err(Failure::invalid("spec names no tensors"));
+    }
+    Ok(builder.build()?)
+}
+
+/// Maps `table` by `spec` ("name: col, col; name2: col", see the README) into `*out`; `flags`
+/// is 0 or an OR of `ZH_MAP_READONLY` and `ZH_MAP_ALLOW_COPY`. Free with `zh_tensors_free`.
+///
+/// # Safety
+/// `table` must be a live handle or NULL; `spec` NUL-terminated or NULL; `out` writable.
+#[no_mangle]
+pub unsafe extern "C" fn zh_table_map(
+    table: *const zh_table,
+    spec: *const c_char,
+    flags: u32,
+    out: *mut *mut zh_tensors,
+) -> zh_status {
+    guard(|| {
+        out_param(out, "out")?;
+        // SAFETY: per the contract.
+        let t = &unsafe { handle(table, "table") }?.table;
+        // SAFETY: per the contract.
+        let spec = unsafe { text(spec, "spec") }?;
+        if flags & !(ZH_MAP_READONLY | ZH_MAP_ALLOW_COPY) != 0 {
+            return Err(Failure::invalid(format!(
+                "flags {flags:#x} has unknown bits"
+            )));
+        }
+        let map = parse_spec(spec)?;
+        let options = MapOptions {
+            readonly: flags & ZH_MAP_READONLY != 0,
+            allow_copy: flags & ZH_MAP_ALLOW_COPY != 0,
+        };
+        let tensors = map.apply(t, options)?;
+        let names = tensors
+            .iter()
+            .map(|m| CString::new(m.name.as_str()).map_err(|_| Failure::invalid("a NUL in a name")))
+            .collect::<Outcome<Vec<_>>>()?;
+        // SAFETY: checked non-NULL above.
+        unsafe { *out = Box::into_raw(Box::new(zh_tensors { tensors, names })) };
+        Ok(())
+    })
+}
+
+/// Frees the tensors' handle (NULL: nothing); exported tensors live on.
+///
+/// # Safety
+/// `tensors` must come from `zh_table_map` and not be used after this call.
+#[no_mangle]
+pub unsafe extern "C" fn zh_tensors_free(tensors: *mut zh_tensors) {
+    if !tensors.is_null() {
+        // SAFETY: per the contract: a Box from zh_table_map, freed once.
+        drop(unsafe { Box::from_raw(tensors) });
+    }
+}
+
+/// How many tensors the map gave (0 for NULL).
+///
+/// # Safety
+/// `tensors` must be a live handle or NULL.
+#[no_mangle]
+pub unsafe extern "C" fn zh_tensors_len(tensors: *const zh_tensors) -> usize {
+    // SAFETY: per the contract.
+    unsafe { handle(tensors, "tensors") }.map_or(0, |t| t.tensors.len())
+}
+
+/// The name of tensor `index`, valid while the handle lives; NULL when out of range.
+///
+/// # Safety
+/// `tensors` must be a live handle or NULL.
+#[no_mangle]
+pub unsafe extern "C" fn zh_tensors_name(
+    tensors: *const zh_tensors,
+    index: usize,
+) -> *const c_char {
+    // SAFETY: per the contract.
+    unsafe { handle(tensors, "tensors") }
+        .ok()
+        .and_then(|t| t.names.get(index))
+        .map_or(std::ptr::null(), |n| n.as_ptr())
+}
+
+/// True when tensor `index` is a copy (ZH_MAP_ALLOW_COPY), false for a view of the table.
+///
+/// # Safety
+/// `tensors` must be a live handle or NULL.
+#[no_mangle]
+pub unsafe extern "C" fn zh_tensors_copied(tensors: *const zh_tensors, index: usize) -> bool {
+    // SAFETY: per the contract.
+    unsafe { handle(tensors, "tensors") }
+        .ok()
+        .and_then(|t| t.tensors.get(index))
+        .is_some_and(|m| m.copied)
+}
+
+/// Exports tensor `index` as a DLPack 1.3 managed tensor (the caller owns it and calls its
+/// deleter once; `at::fromDLPackVersioned` takes it over). Each call makes a new one over the
+/// same memory.
+///
+/// # Safety
+/// `tensors` must be a live handle or NULL; `out` writable.
+#[no_mangle]
+pub unsafe extern "C" fn zh_tensors_export(
+    tensors: *const zh_tensors,
+    index: usize,
+    out: *mut *mut DLManagedTensorVersioned,
+) -> zh_status {
+    guard(|| {
+        out_param(out, "out")?;
+        // SAFETY: per the contract.
+        let t = unsafe { handle(tensors, "tensors") }?;
+        let mapped = t.tensors.get(index).ok_or_else(|| {
+            Failure::not_found(format!(
+                "tensor index {index} is out of range ({} tensors)",
+                t.tensors.len()
+            ))
+        })?;
+        let managed = export_versioned(
+            &mapped.view,
+            ExportOptions {
+                is_copied: mapped.copied,
+            },
+        )?;
+        // SAFETY: checked non-NULL above.
+        unsafe { *out = managed.as_ptr() };
+        Ok(())
+    })
+}

@@ -1,0 +1,160 @@
+//! Status codes, the thread's last error message, and the guard every entry point runs in.
+
+use std::cell::RefCell;
+use std::ffi::{c_char, CStr, CString};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+/// What a call came to. `ZH_OK` is 0; everything else has a message in `zh_last_error()`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum zh_status {
+    ZH_OK = 0,
+    /// A NULL handle, a bad name, an unknown dtype, a spec that does not parse, a tensor of
+    /// the wrong dtype or shape.
+    ZH_INVALID_ARGUMENT = 1,
+    /// A column or tensor name the table or map does not have.
+    ZH_NOT_FOUND = 2,
+    /// The resource could not give the memory (or a limit refused it).
+    ZH_OUT_OF_MEMORY = 3,
+    /// A write into read-only memory.
+    ZH_READ_ONLY = 4,
+    /// Valid, but not something zerohop does (a layout strides cannot describe, say).
+    ZH_UNSUPPORTED = 5,
+    /// The CUDA driver failed or is missing.
+    ZH_DEVICE_ERROR = 6,
+    /// A bug inside zerohop (a caught panic); the message says where.
+    ZH_INTERNAL = 7,
+}
+
+thread_local! {
+    static LAST_ERROR: RefCell<CString> = RefCell::new(CString::default());
+}
+
+/// The message of the calling thread's last failed call ("" when none failed yet). The string
+/// stays valid until the next failing call on the same thread.
+#[no_mangle]
+pub extern "C" fn zh_last_error() -> *const c_char {
+    LAST_ERROR.with(|m| m.borrow().as_ptr())
+}
+
+/// An error on its way to the caller: a status and a message.
+#[derive(Debug)]
+pub(crate) struct Failure {
+    pub status: zh_status,
+    pub message: String,
+}
+
+impl Failure {
+    pub fn invalid(message: impl Into<String>) -> Self {
+        Failure {
+            status: zh_status::ZH_INVALID_ARGUMENT,
+            message: message.into(),
+        }
+    }
+    pub fn not_found(message: impl Into<String>) -> Self {
+        Failure {
+            status: zh_status::ZH_NOT_FOUND,
+            message: message.into(),
+        }
+    }
+}
+
+impl From<zerohop::Error> for Failure {
+    fn from(err: zerohop::Error) -> Self {
+        use zerohop::Error as E;
+        let status = match &err {
+            E::OutOfMemory { .. } | E::LimitExceeded { .. } => zh_status::ZH_OUT_OF_MEMORY,
+            E::ReadOnly(_) => zh_status::ZH_READ_ONLY,
+            E::UnsupportedDType { .. }
+            | E::UnsupportedDevice { .. }
+            | E::UnsupportedVersion { .. }
+            | E::NotHostAccessible { .. }
+            | E::NotContiguous(_) => zh_status::ZH_UNSUPPORTED,
+            E::InvalidArgument { what, .. } if what.starts_with("CUDA") => {
+                zh_status::ZH_DEVICE_ERROR
+            }
+            E::InvalidArgument { what, reason }
+                if what == "column" && reason.starts_with("no column") =>
+            {
+                zh_status::ZH_NOT_FOUND
+            }
+            _ => zh_status::ZH_INVALID_ARGUMENT,
+        };
+        Failure {
+            status,
+            message: err.to_string(),
+        }
+    }
+}
+
+pub(crate) type Outcome<T = ()> = Result<T, Failure>;
+
+fn remember(message: &str) {
+    // Interior NULs cannot go into a C string; show them instead of dropping the message.
+    let text = CString::new(message.replace('\0', "\\0")).unwrap_or_default();
+    LAST_ERROR.with(|m| *m.borrow_mut() = text);
+}
+
+/// Runs an entry point's body: its failures and panics become a status and a message.
+pub(crate) fn guard(body: impl FnOnce() -> Outcome) -> zh_status {
+    match catch_unwind(AssertUnwindSafe(body)) {
+        Ok(Ok(())) => zh_status::ZH_OK,
+        Ok(Err(failure)) => {
+            remember(&failure.message);
+            failure.status
+        }
+        Err(panic) => {
+            let what = panic
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "a panic without a message".into());
+            remember(&format!(
+                "internal error in zerohop (please report): {what}"
+            ));
+            zh_status::ZH_INTERNAL
+        }
+    }
+}
+
+/// A non-NULL handle's referent, or an invalid-argument failure naming it.
+///
+/// # Safety
+/// A non-NULL `ptr` must point to a live `T` that nothing mutates during the borrow.
+pub(crate) unsafe fn handle<'a, T>(ptr: *const T, what: &str) -> Outcome<&'a T> {
+    // SAFETY: per the caller's contract.
+    unsafe { ptr.as_ref() }.ok_or_else(|| Failure::invalid(format!("{what} is NULL")))
+}
+
+/// As [`handle`], mutably.
+///
+/// # Safety
+/// A non-NULL `ptr` must point to a live `T` that nothing else uses during the borrow.
+pub(crate) unsafe fn handle_mut<'a, T>(ptr: *mut T, what: &str) -> Outcome<&'a mut T> {
+    // SAFETY: per the caller's contract.
+    unsafe { ptr.as_mut() }.ok_or_else(|| Failure::invalid(format!("{what} is NULL")))
+}
+
+/// A NUL-terminated UTF-8 argument as a `&str`.
+///
+/// # Safety
+/// A non-NULL `ptr` must point to a NUL-terminated string that outlives the borrow.
+pub(crate) unsafe fn text<'a>(ptr: *const c_char, what: &str) -> Outcome<&'a str> {
+    if ptr.is_null() {
+        return Err(Failure::invalid(format!("{what} is NULL")));
+    }
+    // SAFETY: per the caller's contract.
+    unsafe { CStr::from_ptr(ptr) }
+        .to_str()
+        .map_err(|_| Failure::invalid(format!("{what} is not valid UTF-8")))
+}
+
+/// Checks an out-parameter before any work is done, so a NULL one fails cleanly.
+pub(crate) fn out_param<T>(ptr: *mut T, what: &str) -> Outcome<()> {
+    if ptr.is_null() {
+        return Err(Failure::invalid(format!(
+            "{what} (the out-parameter) is NULL"
+        )));
+    }
+    Ok(())
+}

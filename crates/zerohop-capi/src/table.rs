@@ -1,0 +1,271 @@
+//! `zh_table`: an SoA table (every column padded to the alignment in one buffer) on host or
+//! device memory, its columns exported through DLPack, and DLPack tensors written into them.
+
+use std::ffi::{c_char, c_void};
+use std::ptr::NonNull;
+
+use zerohop::dlpack::ffi::DLManagedTensorVersioned;
+use zerohop::dlpack::{export_versioned, import_versioned, ExportOptions};
+use zerohop::memory::current_resource;
+use zerohop::soa::{SoaTable, SOA_DEFAULT_ALIGNMENT};
+use zerohop::{Device, TensorView};
+
+use crate::resource::zh_resource;
+use crate::schema::zh_schema;
+use crate::status::{guard, handle, handle_mut, out_param, text, zh_status, Failure, Outcome};
+
+/// An SoA table (opaque).
+pub struct zh_table {
+    pub(crate) table: SoaTable,
+}
+
+/// What a table is: sizes, where its buffer lives.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct zh_table_info {
+    pub rows: usize,
+    pub columns: usize,
+    /// The start of the table's one buffer (a device address for device tables).
+    pub data: *mut c_void,
+    /// The buffer's size, padding included.
+    pub nbytes: usize,
+    /// The alignment every column start has.
+    pub alignment: usize,
+    /// DLPack device type (1: CPU, 2: CUDA, 3: CUDA host) and id.
+    pub device_type: i32,
+    pub device_id: i32,
+}
+
+/// A zero-filled table of `rows` rows with `schema`'s columns, each column starting on an
+/// `alignment`-byte boundary (0: 128), in memory from `resource` (NULL: the current host
+/// resource). A device resource gives a device table.
+///
+/// # Safety
+/// `schema` and `resource` must be live handles (or NULL where allowed); `out` writable.
+#[no_mangle]
+pub unsafe extern "C" fn zh_table_new(
+    schema: *const zh_schema,
+    rows: usize,
+    alignment: usize,
+    resource: *const zh_resource,
+    out: *mut *mut zh_table,
+) -> zh_status {
+    guard(|| {
+        out_param(out, "out")?;
+        // SAFETY: per the contract.
+        let schema = unsafe { handle(schema, "schema") }?.build()?;
+        let resource = if resource.is_null() {
+            current_resource(Device::CPU).expect("the host always has a resource")
+        } else {
+            // SAFETY: per the contract.
+            unsafe { handle(resource, "resource") }?.inner.clone()
+        };
+        let alignment = if alignment == 0 {
+            SOA_DEFAULT_ALIGNMENT
+        } else {
+            alignment
+        };
+        let table = SoaTable::with_options(schema, rows, alignment, resource)?;
+        // SAFETY: checked non-NULL above.
+        unsafe { *out = Box::into_raw(Box::new(zh_table { table })) };
+        Ok(())
+    })
+}
+
+/// Frees a table handle (NULL: nothing). Tensors exported from it keep its memory alive until
+/// their deleters run.
+///
+/// # Safety
+/// `table` must come from `zh_table_new` and not be used after this call.
+#[no_mangle]
+pub unsafe extern "C" fn zh_table_free(table: *mut zh_table) {
+    if !table.is_null() {
+        // SAFETY: per the contract: a Box from zh_table_new, freed once.
+        drop(unsafe { Box::from_raw(table) });
+    }
+}
+
+/// The table's sizes and where its buffer lives.
+///
+/// # Safety
+/// `table` must be a live handle or NULL; `out` writable or NULL.
+#[no_mangle]
+pub unsafe extern "C" fn zh_table_get_info(
+    table: *const zh_table,
+    out: *mut zh_table_info,
+) -> zh_status {
+    guard(|| {
+        out_param(out, "out")?;
+        // SAFETY: per the contract.
+        let t = &unsafe { handle(table, "table") }?.table;
+        let device = t.device();
+        let info = zh_table_info {
+            rows: t.len(),
+            columns: t.schema().columns().len(),
+            data: t.buffer().as_ptr().cast(),
+            nbytes: t.layout().total_bytes,
+            alignment: t.alignment(),
+            device_type: device.kind as i32,
+            device_id: device.id,
+        };
+        // SAFETY: checked non-NULL above.
+        unsafe { *out = info };
+        Ok(())
+    })
+}
+
+/// Exports column `name` as a DLPack tensor sharing the table's memory: (rows,) for a column,
+/// (rows, K) for a vector, (rows, R, C) for a matrix (strides in elements, the padding
+/// between components included). The caller owns `*out` and must call its deleter once (a
+/// consumer such as `at::fromDLPackVersioned` does that).
+///
+/// # Safety
+/// `table` must be a live handle or NULL; `name` NUL-terminated or NULL; `out` writable.
+#[no_mangle]
+pub unsafe extern "C" fn zh_table_column(
+    table: *const zh_table,
+    name: *const c_char,
+    out: *mut *mut DLManagedTensorVersioned,
+) -> zh_status {
+    guard(|| {
+        out_param(out, "out")?;
+        // SAFETY: per the contract.
+        let t = &unsafe { handle(table, "table") }?.table;
+        // SAFETY: per the contract.
+        let name = unsafe { text(name, "column name") }?;
+        let view = t.column_view(name)?;
+        let managed = export_versioned(&view, ExportOptions::default())?;
+        // SAFETY: checked non-NULL above.
+        unsafe { *out = managed.as_ptr() };
+        Ok(())
+    })
+}
+
+/// Copies the DLPack tensor `src` into column `name` (a model's outputs landing in the
+/// table): same dtype and shape as `zh_table_column` gives for that column, any strides on
+/// the host; on a device, both compact. Takes ownership of `src` whatever the outcome: its
+/// deleter has run when this returns.
+///
+/// # Safety
+/// `table` must be a live handle or NULL, with no tensor of column `name` read or written
+/// during the call; `src` a live managed tensor whose ownership passes here, or NULL.
+#[no_mangle]
+pub unsafe extern "C" fn zh_table_write_column(
+    table: *mut zh_table,
+    name: *const c_char,
+    src: *mut DLManagedTensorVersioned,
+) -> zh_status {
+    guard(|| {
+        // Take `src` first, so it is released even when the other arguments are bad.
+        let source = match NonNull::new(src) {
+            // SAFETY: per the contract; on error the import has run the deleter.
+            Some(managed) => {
+                unsafe { import_versioned(managed) }
+                    .map_err(|e| Failure::invalid(format!("source tensor: {e}")))?
+                    .view
+            }
+            None => return Err(Failure::invalid("source tensor is NULL")),
+        };
+        // SAFETY: per the contract.
+        let t = &unsafe { handle_mut(table, "table") }?.table;
+        // SAFETY: per the contract.
+        let name = unsafe { text(name, "column name") }?;
+        let target = t.column_view(name)?;
+        write(&target, &source, name)
+    })
+}
+
+fn write(target: &TensorView, source: &TensorView, name: &str) -> Outcome {
+    if target.dtype() != source.dtype() || target.shape() != source.shape() {
+        return Err(Failure::invalid(format!(
+            "column {name:?} is {} {:?}; the tensor written into it is {} {:?}",
+            target.dtype(),
+            target.shape(),
+            source.dtype(),
+            source.shape()
+        )));
+    }
+    if source.data_ptr() == target.data_ptr() && source.strides() == target.strides() {
+        return Ok(()); // the column's own tensor, written in place already
+    }
+    let (a, b) = (byte_span(target), byte_span(source));
+    if target.device() == source.device() && a.0 < b.1 && b.0 < a.1 {
+        return Err(Failure {
+            status: zh_status::ZH_UNSUPPORTED,
+            message: format!("column {name:?}: the tensor written into it overlaps the column"),
+        });
+    }
+    let host = |v: &TensorView| v.device().is_host_accessible();
+    if host(target) && host(source) {
+        // SAFETY: the contract of zh_table_write_column rules out concurrent access to the
+        // column, and the two ranges do not overlap (checked above).
+        return Ok(unsafe { target.copy_from(source) }?);
+    }
+    device_write(target, source, name)
+}
+
+/// The bytes `[first, last)` a view's elements occupy (addresses, any stride signs).
+fn byte_span(view: &TensorView) -> (usize, usize) {
+    let item = view.dtype().itemsize() as i64;
+    if view.numel() == 0 {
+        let at = view.data_ptr() as usize;
+        return (at, at);
+    }
+    let (mut low, mut high) = (0i64, 0i64);
+    for (&n, &s) in view.shape().iter().zip(view.strides()) {
+        let reach = (n - 1) * s * item;
+        if reach < 0 {
+            low += reach;
+        } else {
+            high += reach;
+        }
+    }
+    let base = view.data_ptr() as i64;
+    ((base + low) as usize, (base + high + item) as usize)
+}
+
+#[cfg(feature = "cuda")]
+fn device_write(target: &TensorView, source: &TensorView, name: &str) -> Outcome {
+    use zerohop::cuda::{copy_async, synchronize, LEGACY_STREAM};
+    use zerohop::DeviceKind;
+    if !target.is_contiguous() || !source.is_contiguous() {
+        return Err(Failure {
+            status: zh_status::ZH_UNSUPPORTED,
+            message: format!(
+                "column {name:?}: device writes need compact tensors on both sides (strides \
+                 {:?} and {:?})",
+                target.strides(),
+                source.strides()
+            ),
+        });
+    }
+    let device = [target.device(), source.device()]
+        .into_iter()
+        .find(|d| d.kind == DeviceKind::Cuda)
+        .map_or(0, |d| d.id);
+    // SAFETY: both ranges hold nbytes bytes of live memory (validated views kept alive for
+    // the call); the legacy stream orders the copy after work queued on it, and the host
+    // waits for it before returning.
+    unsafe {
+        copy_async(
+            device,
+            target.data_ptr(),
+            source.data_ptr(),
+            target.nbytes(),
+            LEGACY_STREAM,
+        )?
+    };
+    synchronize(device, LEGACY_STREAM)?;
+    Ok(())
+}
+
+#[cfg(not(feature = "cuda"))]
+fn device_write(_: &TensorView, source: &TensorView, name: &str) -> Outcome {
+    Err(Failure {
+        status: zh_status::ZH_UNSUPPORTED,
+        message: format!(
+            "column {name:?}: a tensor on {} needs the cuda feature",
+            source.device()
+        ),
+    })
+}

@@ -1,0 +1,58 @@
+/* zerohop's C ABI from plain C11: a table, a column exported through DLPack and read back
+ * through the same memory, a map's strides, and a bad call's message.
+ * Built and run by examples/cpp/run.sh (make cpp-example); exits 0 when every check passes. */
+
+#include <stdio.h>
+#include <string.h>
+
+#include <ATen/dlpack.h> /* any DLPack >= 1.0 header; libtorch ships one */
+#include "zerohop.h"
+
+static int failures = 0;
+
+static void check(int ok, const char *what) {
+  printf("%s %s\n", ok ? "ok  " : "FAIL", what);
+  if (!ok) ++failures;
+}
+
+int main(void) {
+  zh_schema *schema = NULL;
+  zh_table *table = NULL;
+  zh_table_info info;
+  DLManagedTensorVersioned *x = NULL, *v = NULL;
+  zh_tensors *tensors = NULL;
+
+  check(zh_schema_new(&schema) == ZH_OK, "schema");
+  zh_schema_add_column(schema, "x", "float64");
+  zh_schema_add_vector(schema, "v", "int32", 4);
+  check(zh_table_new(schema, 10, 64, NULL, &table) == ZH_OK, "table of 10 rows");
+  zh_schema_free(schema);
+  zh_table_get_info(table, &info);
+
+  check(zh_table_column(table, "x", &x) == ZH_OK, "column x exported");
+  check(x->dl_tensor.data == info.data, "column x starts the table's buffer");
+  check(x->version.major == 1 && x->dl_tensor.ndim == 1 && x->dl_tensor.shape[0] == 10, "x is (10,)");
+  ((double *)x->dl_tensor.data)[3] = 2.5;
+  check(zh_table_map(table, "x", ZH_MAP_READONLY, &tensors) == ZH_OK, "map of x");
+  zh_tensors_export(tensors, 0, &v);
+  check(((const double *)v->dl_tensor.data)[3] == 2.5, "a write through one export is seen by another");
+  check((v->flags & DLPACK_FLAG_BITMASK_READ_ONLY) != 0, "the map's export is read-only");
+  v->deleter(v);
+  zh_tensors_free(tensors);
+
+  check(zh_table_column(table, "v", &v) == ZH_OK, "column v exported");
+  /* 10 int32 padded to 64 bytes: a pitch of 16 elements. */
+  check(v->dl_tensor.ndim == 2 && v->dl_tensor.strides[0] == 1 && v->dl_tensor.strides[1] == 16,
+        "v is (10, 4) with strides (1, 16)");
+  v->deleter(v);
+
+  tensors = NULL;
+  check(zh_table_map(table, "w: x, v", 0, &tensors) == ZH_INVALID_ARGUMENT && tensors == NULL,
+        "a map mixing dtypes is refused");
+  check(strstr(zh_last_error(), "mixes") != NULL, zh_last_error());
+
+  zh_table_free(table);
+  x->deleter(x); /* after the table handle: the export kept the memory alive */
+  printf("%s: %d failed checks\n", failures ? "FAILED" : "passed", failures);
+  return failures ? 1 : 0;
+}

@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Builds zerohop's C library, then the C smoke test and the C++ libtorch example against it
+# (through the pkg-config file it writes), and runs both. `make cpp-example` calls this.
+#   examples/cpp/run.sh [cpu|cuda] [ROWS]      PY=python with torch (default .venv/bin/python)
+# With ZEROHOP_PREBUILT=DIR it skips the builds and runs DIR's binaries (the GPU machine has no
+# cargo or compiler toolchain of its own for this; gpu-check.sh carries them).
+set -euo pipefail
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+DEVICE=${1:-cpu}
+ROWS=${2:-1000}
+PY=${PY:-$ROOT/.venv/bin/python}
+OUT=${ZEROHOP_PREBUILT:-$ROOT/target/cpp-example}
+
+if [[ -z ${ZEROHOP_PREBUILT:-} ]]; then
+  mkdir -p "$OUT/pkgconfig"
+  PROFILE=${PROFILE:-release}
+  cargo build -q -p zerohop-capi --profile "$PROFILE"
+  LIBDIR=$ROOT/target/$([[ $PROFILE == dev ]] && echo debug || echo "$PROFILE")
+  cp "$LIBDIR/libzerohop_capi.so" "$OUT/"
+  # What a CMake or Make project outside this tree would use to find the library.
+  sed -e "s#@PREFIX@#$OUT#" -e "s#@INCLUDEDIR@#$ROOT/include#" \
+    "$ROOT/crates/zerohop-capi/zerohop.pc.in" > "$OUT/pkgconfig/zerohop.pc"
+  export PKG_CONFIG_PATH=$OUT/pkgconfig
+  read -r -a ZH_FLAGS <<< "$(pkg-config --cflags --libs zerohop)"
+  TORCH=$("$PY" -c 'import os, torch; print(os.path.dirname(torch.__file__))')
+  TORCH_INC=(-isystem "$TORCH/include" -isystem "$TORCH/include/torch/csrc/api/include")
+  TORCH_LIB=(-L"$TORCH/lib" -ltorch -ltorch_cpu -lc10 -Wl,-rpath,"$TORCH/lib")
+
+  echo "== C smoke test (gcc -std=c11, header and library through pkg-config)"
+  gcc -std=c11 -Wall -Wextra -Werror -isystem "$TORCH/include" "$ROOT/examples/c/smoke.c" \
+    "${ZH_FLAGS[@]}" -Wl,-rpath,"$OUT" -o "$OUT/smoke"
+  echo "== C++ example (libtorch from the venv's torch)"
+  time g++ -std=c++20 -O1 -Wall -Werror "${TORCH_INC[@]}" "$ROOT/examples/cpp/soa_inference.cpp" \
+    "${ZH_FLAGS[@]}" -Wl,-rpath,"$OUT" "${TORCH_LIB[@]}" -o "$OUT/soa_inference"
+  "$PY" "$ROOT/examples/cpp/make_model.py" "$OUT/track_scorer.pt"
+fi
+
+"$OUT/smoke"
+"$OUT/soa_inference" "$OUT/track_scorer.pt" "$DEVICE" "$ROWS"

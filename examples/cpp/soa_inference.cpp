@@ -1,0 +1,161 @@
+// The CMS path without Python: an SoA table of tracks built through zerohop's C ABI, its
+// columns handed to libtorch as strided views (DLPack, no copy), a TorchScript model run on
+// them, and the scores written back into the table's output column.
+//
+//   soa_inference MODEL.pt [cpu|cuda] [ROWS]
+//
+// Every hand-off is checked: each at::Tensor's data pointer must lie in the table's one
+// buffer, with the strides zerohop computed; the score column must hold what the model said.
+// On "cuda" the table lives in device memory from a zerohop pool and the pool's statistics
+// show that nothing went through host memory. Exits 0 when every check passes.
+
+#include <ATen/DLConvertor.h>
+#include <torch/script.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "zerohop.h"
+
+namespace {
+
+int failures = 0;
+
+void check(bool ok, const std::string& what) {
+  std::printf("%s %s\n", ok ? "ok  " : "FAIL", what.c_str());
+  if (!ok) ++failures;
+}
+
+// Aborts the example with zerohop's own message when a call fails.
+void must(zh_status status, const char* call) {
+  if (status != ZH_OK) {
+    std::fprintf(stderr, "%s failed (%d): %s\n", call, static_cast<int>(status), zh_last_error());
+    std::exit(2);
+  }
+}
+
+// A column or mapped tensor as an at::Tensor over the table's memory: libtorch takes over the
+// managed tensor and calls its deleter when the tensor dies.
+at::Tensor column(const zh_table* table, const char* name) {
+  DLManagedTensorVersioned* managed = nullptr;
+  must(zh_table_column(table, name, &managed), name);
+  return at::fromDLPackVersioned(managed);
+}
+
+bool inside(const at::Tensor& t, const zh_table_info& info) {
+  auto at = reinterpret_cast<uintptr_t>(t.data_ptr());
+  auto start = reinterpret_cast<uintptr_t>(info.data);
+  return at >= start && at < start + info.nbytes;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    std::fprintf(stderr, "usage: %s MODEL.pt [cpu|cuda] [ROWS]\n", argv[0]);
+    return 2;
+  }
+  const std::string device = argc > 2 ? argv[2] : "cpu";
+  const size_t rows = argc > 3 ? std::strtoul(argv[3], nullptr, 10) : 1000;
+  const bool on_cuda = device == "cuda";
+  const torch::Device torch_device = on_cuda ? torch::Device("cuda:0") : torch::Device("cpu");
+
+  // Track-like rows: pt, eta, phi; a 3-vector position; a 3x3 covariance; the score.
+  zh_schema* schema = nullptr;
+  must(zh_schema_new(&schema), "zh_schema_new");
+  for (const char* name : {"pt", "eta", "phi"}) must(zh_schema_add_column(schema, name, "float32"), name);
+  must(zh_schema_add_vector(schema, "position", "float32", 3), "position");
+  must(zh_schema_add_matrix(schema, "covariance", "float32", 3, 3, ZH_ROW_MAJOR), "covariance");
+  must(zh_schema_add_column(schema, "score", "float32"), "score");
+
+  // Memory: the host default, or a pool over device memory counted by a Stats adaptor.
+  zh_resource *upstream = nullptr, *pool = nullptr, *stats = nullptr;
+  if (on_cuda) {
+    must(zh_resource_cuda_device(0, &upstream), "zh_resource_cuda_device");
+    must(zh_resource_pool(upstream, 64 << 20, 0, &pool), "zh_resource_pool");
+    must(zh_resource_stats(pool, &stats), "zh_resource_stats");
+  }
+  zh_table* table = nullptr;
+  must(zh_table_new(schema, rows, 128, stats, &table), "zh_table_new");
+  zh_schema_free(schema);
+  zh_table_info info{};
+  must(zh_table_get_info(table, &info), "zh_table_get_info");
+  check(info.device_type == (on_cuda ? 2 : 1), "the table is on " + device);
+
+  // Fill the inputs in place through libtorch views of the columns.
+  torch::manual_seed(1);
+  const auto options = torch::TensorOptions().device(torch_device);
+  for (const char* name : {"pt", "eta", "phi", "position", "covariance"}) {
+    at::Tensor view = column(table, name);
+    check(inside(view, info), std::string(name) + " is a view of the table's buffer");
+    view.copy_(torch::rand(view.sizes(), options));
+  }
+
+  // The map: one tensor per model input, strides computed by zerohop.
+  zh_tensors* tensors = nullptr;
+  must(zh_table_map(table, "kin: pt, eta, phi; position; covariance", ZH_MAP_READONLY, &tensors),
+       "zh_table_map");
+  std::vector<torch::jit::IValue> inputs;
+  for (size_t i = 0; i < zh_tensors_len(tensors); ++i) {
+    DLManagedTensorVersioned* managed = nullptr;
+    must(zh_tensors_export(tensors, i, &managed), "zh_tensors_export");
+    const int64_t* strides = managed->dl_tensor.strides;
+    std::vector<int64_t> expected(strides, strides + managed->dl_tensor.ndim);
+    void* data = managed->dl_tensor.data;
+    at::Tensor t = at::fromDLPackVersioned(managed);
+    const std::string name = zh_tensors_name(tensors, i);
+    check(t.data_ptr() == data && inside(t, info), name + ": libtorch holds the table's memory");
+    check(t.strides().vec() == expected && !t.is_contiguous(),
+          name + ": strides " + c10::str(t.strides()) + " as zerohop computed them, no copy");
+    check(!zh_tensors_copied(tensors, i), name + ": not a copy");
+    inputs.emplace_back(t);
+  }
+  zh_tensors_free(tensors);
+  const at::Tensor kin = inputs[0].toTensor();
+  check(kin.sizes() == at::IntArrayRef({static_cast<int64_t>(rows), 3}), "kin is (rows, 3)");
+  check(inputs[2].toTensor().sizes() == at::IntArrayRef({static_cast<int64_t>(rows), 3, 3}),
+        "covariance is (rows, 3, 3)");
+
+  torch::jit::script::Module model = torch::jit::load(argv[1]);
+  model.to(torch_device);
+  model.eval();
+  torch::NoGradGuard no_grad;
+  const at::Tensor scores = model.forward(inputs).toTensor();
+  check(scores.device() == torch_device, "the model ran on " + device);
+
+  // The scores land in the table's output column (validated: dtype, shape, device).
+  must(zh_table_write_column(table, "score", at::toDLPackVersioned(scores)), "zh_table_write_column");
+  const at::Tensor score = column(table, "score");
+  check(inside(score, info) && torch::equal(score, scores), "the score column holds the model's output");
+
+  // Bad input is a status and a message, never a crash.
+  const zh_status wrong =
+      zh_table_write_column(table, "score", at::toDLPackVersioned(scores.to(torch::kFloat64)));
+  check(wrong == ZH_INVALID_ARGUMENT && std::string(zh_last_error()).find("float64") != std::string::npos,
+        std::string("a float64 output is refused: ") + zh_last_error());
+  DLManagedTensorVersioned* none = nullptr;
+  const zh_status unknown = zh_table_column(table, "nope", &none);
+  check(unknown == ZH_NOT_FOUND && none == nullptr,
+        std::string("an unknown column is ZH_NOT_FOUND: ") + zh_last_error());
+  const zh_status null_table = zh_table_map(nullptr, "pt", 0, &tensors);
+  check(null_table == ZH_INVALID_ARGUMENT, std::string("a NULL table is refused: ") + zh_last_error());
+
+  if (on_cuda) {
+    zh_statistics counted{};
+    must(zh_resource_statistics(stats, &counted), "zh_resource_statistics");
+    check(counted.total_count == 1 && counted.current_bytes == info.nbytes,
+          "the pool served the table and nothing else (" + std::to_string(counted.current_bytes) +
+              " bytes)");
+  }
+
+  // The table handle may go first: the views keep its memory alive.
+  zh_table_free(table);
+  check(torch::equal(score, scores), "views outlive the table handle");
+  for (zh_resource* r : {stats, pool, upstream}) zh_resource_free(r);
+
+  std::printf("%s: %d failed checks, %zu rows on %s\n", failures ? "FAILED" : "passed", failures,
+              rows, device.c_str());
+  return failures ? 1 : 0;
+}

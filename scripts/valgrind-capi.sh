@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# zerohop's C ABI under valgrind's memcheck: the C smoke test must be spotless (no errors, no
+# leaks); the libtorch example must have no error in zerohop's frames and no invalid write or
+# free anywhere (libtorch's own start-up noise is reported, not fatal). Needs the binaries of
+# examples/cpp/run.sh (target/cpp-example). Loud skip without valgrind.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${ZEROHOP_PREBUILT:-target/cpp-example}
+LOG=${VALGRIND_LOG:-out/valgrind-capi.log}
+mkdir -p "$(dirname "$LOG")"
+if ! command -v valgrind >/dev/null; then
+  echo "################################################################"
+  echo "## WARNING: valgrind is not installed; the C ABI memcheck was SKIPPED"
+  echo "################################################################"
+  exit 0
+fi
+echo "valgrind memcheck: the C smoke test (errors and leaks fatal)"
+valgrind --tool=memcheck --leak-check=full --errors-for-leak-kinds=definite,indirect \
+  --error-exitcode=99 -q "$OUT/smoke" > /dev/null
+smoke=$?
+[ $smoke -eq 0 ] || echo "valgrind: the C smoke test has memory errors or leaks (exit $smoke)"
+
+echo "valgrind memcheck: the libtorch example, 64 rows (about a minute)"
+valgrind --tool=memcheck --leak-check=no --num-callers=40 --log-file="$LOG" \
+  "$OUT/soa_inference" "$OUT/track_scorer.pt" cpu 64 > /dev/null
+example=$?
+[ $example -eq 0 ] || echo "the libtorch example failed under valgrind (exit $example)"
+python3 - "$LOG" <<'PY'
+import re, sys
+
+records, current = [], []
+for line in open(sys.argv[1], errors="replace"):
+    body = re.sub(r"^==\d+== ?", "", line.rstrip("\n"))
+    if not body:
+        if current:
+            records.append(current)
+        current = []
+    else:
+        current.append(body)
+if current:
+    records.append(current)
+errors = [r for r in records if r and re.match(r"(Invalid|Conditional|Use of|Mismatched|Syscall|Source and destination)", r[0])]
+serious = [r for r in errors
+           if any("zerohop" in l or "zh_" in l for l in r)
+           or re.match(r"Invalid (write|free)|Mismatched free|Source and destination overlap", r[0])]
+print(f"valgrind (libtorch example): {len(errors)} error records, {len(serious)} in zerohop or serious")
+for r in serious[:5]:
+    print("\n".join(r[:25]), "\n")
+sys.exit(1 if serious else 0)
+PY
+verdict=$?
+exit $(( smoke != 0 || example != 0 || verdict != 0 ))

@@ -5,6 +5,7 @@
 #   build here:  maturin build --release -o .carry
 #                cargo build --release -p zerohop --features cuda --example cuda_pool_bench
 #                cp target/release/examples/cuda_pool_bench .carry/   (then carry .carry)
+#                cargo build --release -p zerohop-capi && cp target/release/libzerohop_capi.so .carry/
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-out/gpu}
@@ -28,6 +29,14 @@ T=/tmp/zerohop-run/tests
 status=0
 $PY -m pytest -q -rs -s -p no:cacheprovider $T/gpu 2>&1 | tee "$OUT/pytest-gpu.log" || status=1
 grep -E "^(FAILED|ERROR)" "$OUT/pytest-gpu.log" || true
+# The C ABI from C++ on the GPU: the table in device memory from a zerohop pool, the
+# TorchScript model on cuda:0 (examples/cpp; compiled here against this machine's libtorch).
+if command -v g++ >/dev/null && [ -f .carry/libzerohop_capi.so ]; then
+  PY=$PY ZEROHOP_CAPI_LIB=.carry/libzerohop_capi.so bash examples/cpp/run.sh cuda 100000 2>&1 \
+    | tee "$OUT/cpp-example.log" || status=1
+else
+  echo "C++ example skipped: no g++ or no .carry/libzerohop_capi.so" | tee "$OUT/cpp-example.log"
+fi
 # QUICK=1: the GPU suite only (iterating on GPU code).
 [ "${QUICK:-0}" = 1 ] && exit $status
 $PY -m pytest -q -p no:cacheprovider $T -k "not lifetimes and not ecg" \

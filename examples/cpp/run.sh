@@ -2,8 +2,9 @@
 # Builds zerohop's C library, then the C smoke test and the C++ libtorch example against it
 # (through the pkg-config file it writes), and runs both. `make cpp-example` calls this.
 #   examples/cpp/run.sh [cpu|cuda] [ROWS]      PY=python with torch (default .venv/bin/python)
-# With ZEROHOP_PREBUILT=DIR it skips the builds and runs DIR's binaries (the GPU machine has no
-# cargo or compiler toolchain of its own for this; gpu-check.sh carries them).
+# With ZEROHOP_CAPI_LIB=FILE it takes that prebuilt libzerohop_capi.so instead of running cargo
+# (the GPU machine has no cargo: gpu-check.sh carries the library and compiles the examples
+# there against that machine's own libtorch). ZEROHOP_PREBUILT=DIR skips every build.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 DEVICE=${1:-cpu}
@@ -13,15 +14,23 @@ OUT=${ZEROHOP_PREBUILT:-$ROOT/target/cpp-example}
 
 if [[ -z ${ZEROHOP_PREBUILT:-} ]]; then
   mkdir -p "$OUT/pkgconfig"
-  PROFILE=${PROFILE:-release}
-  cargo build -q -p zerohop-capi --profile "$PROFILE"
-  LIBDIR=$ROOT/target/$([[ $PROFILE == dev ]] && echo debug || echo "$PROFILE")
-  cp "$LIBDIR/libzerohop_capi.so" "$OUT/"
+  if [[ -n ${ZEROHOP_CAPI_LIB:-} ]]; then
+    cp "$ZEROHOP_CAPI_LIB" "$OUT/libzerohop_capi.so"
+  else
+    PROFILE=${PROFILE:-release}
+    cargo build -q -p zerohop-capi --profile "$PROFILE"
+    LIBDIR=$ROOT/target/$([[ $PROFILE == dev ]] && echo debug || echo "$PROFILE")
+    cp "$LIBDIR/libzerohop_capi.so" "$OUT/"
+  fi
   # What a CMake or Make project outside this tree would use to find the library.
   sed -e "s#@PREFIX@#$OUT#" -e "s#@INCLUDEDIR@#$ROOT/include#" \
     "$ROOT/crates/zerohop-capi/zerohop.pc.in" > "$OUT/pkgconfig/zerohop.pc"
   export PKG_CONFIG_PATH=$OUT/pkgconfig
-  read -r -a ZH_FLAGS <<< "$(pkg-config --cflags --libs zerohop)"
+  if command -v pkg-config >/dev/null; then
+    read -r -a ZH_FLAGS <<< "$(pkg-config --cflags --libs zerohop)"
+  else # the same flags by hand (the GPU machine may lack pkg-config)
+    ZH_FLAGS=(-I"$ROOT/include" -L"$OUT" -lzerohop_capi)
+  fi
   TORCH=$("$PY" -c 'import os, torch; print(os.path.dirname(torch.__file__))')
   TORCH_INC=(-isystem "$TORCH/include" -isystem "$TORCH/include/torch/csrc/api/include")
   TORCH_LIB=(-L"$TORCH/lib" -ltorch -ltorch_cpu -lc10 -Wl,-rpath,"$TORCH/lib")

@@ -52,10 +52,12 @@ fmt-check:
 # The extension enables the core's `cuda` and `arrow` features; the Rust targets name `arrow`
 # themselves so its tests run without the extension.
 clippy: venv
-	cargo clippy --workspace --all-targets --features zerohop/arrow -- -D warnings
+	cargo clippy --workspace --all-targets --features zerohop/arrow,zerohop/ndarray -- -D warnings
 
 test-rust: venv
-	cargo test --workspace --exclude zerohop-python --features zerohop/arrow
+	cargo test --workspace --exclude zerohop-python --features zerohop/arrow,zerohop/ndarray
+	# The Rust SoA → tensors → model → output column example (ndarray views, pointer checks).
+	cargo run -q -p zerohop --features ndarray --example soa_inference 1000
 	# The host-side parts of the ECG crate's CUDA module (its PTX cache); no GPU needed.
 	cargo test -p zerohop-ecg --features cuda --lib gpu::
 
@@ -64,7 +66,7 @@ test-rust: venv
 miri:
 	@if rustup +nightly component list --installed 2>/dev/null | grep -q '^miri' \
 	   || rustup component add miri rust-src --toolchain nightly; then \
-	  cargo +nightly miri test -p zerohop --lib --features arrow; \
+	  cargo +nightly miri test -p zerohop --lib --features arrow,ndarray; \
 	  cargo +nightly miri test -p zerohop-capi --no-default-features --test api; \
 	else \
 	  echo; echo "################################################################"; \
@@ -105,7 +107,7 @@ fuzz-smoke:
 # The Rust API reference, with every rustdoc warning (broken links, stray HTML) an error.
 doc-check: venv
 	RUSTDOCFLAGS="-D warnings" cargo doc --no-deps -q -p zerohop -p zerohop-ecg -p zerohop-derive -p zerohop-capi \
-	  --features zerohop/arrow,zerohop/cuda,zerohop-ecg/cuda
+	  --features zerohop/arrow,zerohop/cuda,zerohop/ndarray,zerohop-ecg/cuda
 
 # The C ABI from C and C++: the C smoke test and the libtorch example (examples/cpp), built
 # against the library and include/zerohop.h through pkg-config, run on the CPU, then both

@@ -11,6 +11,8 @@ pub mod dlpack;
 pub mod dtype;
 pub mod error;
 pub mod memory;
+#[cfg(feature = "ndarray")]
+pub mod ndarray_views;
 pub mod soa;
 pub mod tensor;
 

@@ -419,7 +419,7 @@ impl TensorView {
         Ok(out)
     }
 
-    fn check_typed_host<T: Element>(&self) -> Result<()> {
+    pub(crate) fn check_typed_host<T: Element>(&self) -> Result<()> {
         if !self.device.is_host_accessible() {
             return Err(Error::NotHostAccessible {
                 device: self.device,

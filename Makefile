@@ -76,6 +76,8 @@ miri:
 
 pytest: develop
 	$(PY) -m pytest -q tests
+	# TensorFlow in a process of its own: its LLVM and torch's triton abort together.
+	ZEROHOP_TENSORFLOW_TESTS=1 $(PY) -m pytest -q -p no:cacheprovider tests/test_tensorflow.py
 
 # The extension's .pyi stubs against the built module (mypy's stubtest); fails on any
 # disagreement.

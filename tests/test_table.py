@@ -144,7 +144,7 @@ def test_uneven_groups_error_or_copy_with_a_warning():
     with pytest.raises(ValueError, match="no column named"):
         t.tensors({"bad": ["nope"]})
     with pytest.raises(ValueError, match="framework"):
-        t.tensors(["x"], "tensorflow")
+        t.tensors(["x"], "mxnet")
     with pytest.raises(TypeError):
         t.tensors([42])
 

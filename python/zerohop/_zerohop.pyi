@@ -189,8 +189,8 @@ _TensorSpec: TypeAlias = (
 _NamedArrays: TypeAlias = dict[str, Any] | Sequence[tuple[str, object]]
 
 # `framework` of `Table.tensors` and `Table.column`: None or "zerohop" (zerohop tensors),
-# "numpy", "torch" or "jax" (others raise ValueError). torch and jax give their own tensor
-# types, typed Any here so that the stubs import neither.
+# "numpy", "torch", "jax" or "tensorflow" (others raise ValueError). torch, jax and tensorflow
+# give their own tensor types, typed Any here so that the stubs import none of them.
 @final
 class Table:
     def __new__(

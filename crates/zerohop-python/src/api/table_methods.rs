@@ -141,10 +141,11 @@ impl PyTable {
     }
 
     /// Zero-copy tensors for `spec`, in spec order: {name: [cols]}, [(name, [cols])] or
-    /// [col, …]. `framework` converts them ("torch", "jax", "numpy"; default zerohop
-    /// tensors). Every result shares the table's memory or is a copy reported by a
+    /// [col, …]. `framework` converts them ("torch", "jax", "numpy", "tensorflow"; default
+    /// zerohop tensors). Every result shares the table's memory or is a copy reported by a
     /// `CopyWarning`, allowed only with `copy=True`: groups strides cannot describe, tensors
-    /// JAX would not take in place (not 64-byte aligned), and read-only tensors for torch,
+    /// JAX would not take in place (not 64-byte aligned), strided tensors for TensorFlow
+    /// (which takes only C-contiguous memory), and read-only tensors for torch,
     /// which ignores DLPack's read-only flag (`share_readonly=True` shares them anyway, on the
     /// caller's word that nothing writes through torch). `materialize` names table-scalar
     /// tensors to expand instead of broadcasting.

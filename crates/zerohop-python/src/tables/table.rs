@@ -290,10 +290,56 @@ pub(crate) fn to_framework<'py>(
             }
             Ok(array)
         }
+        // Legacy capsules cannot say IS_COPIED; a copy made earlier was reported already.
+        Some("tensorflow") => tensorflow(py, name, view, allow_copy),
         Some(other) => Err(PyValueError::new_err(format!(
-            "framework {other:?} must be 'torch', 'jax', 'numpy' or None (zerohop tensors)"
+            "framework {other:?} must be 'torch', 'jax', 'numpy', 'tensorflow' or None \
+             (zerohop tensors)"
         ))),
     }
+}
+
+/// A tensor for TensorFlow, through the legacy DLPack capsule (the only kind
+/// `tf.experimental.dlpack.from_dlpack` takes). TF takes C-contiguous memory only (it refuses
+/// strides), so a strided tensor goes as a reported copy, with `allow_copy`. TF tensors are
+/// immutable, so read-only memory is shared with it as with JAX.
+fn tensorflow<'py>(
+    py: Python<'py>,
+    name: &str,
+    view: TensorView,
+    allow_copy: bool,
+) -> PyResult<Bound<'py, PyAny>> {
+    let view = if view.is_contiguous() {
+        view
+    } else if allow_copy {
+        warn_copy(
+            py,
+            &format!(
+                "tensor {name:?} (strides {:?}) was copied: TensorFlow takes only C-contiguous \
+                 memory",
+                view.strides()
+            ),
+        )?;
+        view.private_copy().py()?
+    } else {
+        return Err(PyBufferError::new_err(format!(
+            "tensor {name:?} has strides {:?} and TensorFlow takes only C-contiguous memory \
+             (its DLPack import refuses strides). Options: copy=True (a reported copy); a \
+             single plain column, which is contiguous",
+            view.strides()
+        )));
+    };
+    let shared = if view.is_readonly() {
+        // SAFETY: the alias goes to TensorFlow alone, whose tensors are immutable: TF never
+        // writes to the memory behind a tf.Tensor.
+        unsafe { view.assume_never_written() }
+    } else {
+        view
+    };
+    let managed = zerohop::dlpack::export_legacy(&shared).py()?;
+    let capsule = crate::protocols::capsule::legacy_capsule(py, managed)?;
+    py.import(intern!(py, "tensorflow.experimental.dlpack"))?
+        .call_method1(intern!(py, "from_dlpack"), (capsule,))
 }
 
 /// JAX copies what it cannot take in place without saying so; compare the address it ended up

@@ -127,6 +127,8 @@ demo: $(VENV)/.demo-installed
 bench: develop
 	$(PY) -m pip install -q -r requirements-bench.txt
 	cargo bench -p zerohop --bench dlpack
+	cargo bench -p zerohop-capi --bench capi
+	PY=$(PY) bash examples/cpp/run.sh bench 1000
 	$(PY) bench/dlpack_latency.py --out bench/results/dlpack_latency.md
 	$(PY) bench/table_tensors.py --out bench/results/table_tensors.md
 	$(PY) bench/ecg_pipeline.py --out bench/results/ecg_pipeline_cpu.md

@@ -51,6 +51,10 @@ typedef enum zh_order {
   ZH_COLUMN_MAJOR = 1,
 } zh_order;
 
+// A parsed spec with its flags (opaque): made once, applied to every table (event) with
+// `zh_map_apply`, so the per-event cost is the views alone.
+typedef struct zh_map zh_map;
+
 // A memory resource (opaque): a handle on a shared resource; freeing the handle leaves the
 // resource alive while tables or other handles use it.
 typedef struct zh_resource zh_resource;
@@ -105,8 +109,31 @@ const char *zh_version(void);
 // The DLPack version of the tensors this library exports: major * 100 + minor (103).
 uint32_t zh_dlpack_version(void);
 
-// Maps `table` by `spec` ("name: col, col; name2: col", see the README) into `*out`; `flags`
-// is 0 or an OR of `ZH_MAP_READONLY` and `ZH_MAP_ALLOW_COPY`. Free with `zh_tensors_free`.
+// Parses `spec` ("name: col, col; name2: col", see `zh_table_map`) once, with `flags` (0 or
+// an OR of `ZH_MAP_READONLY` and `ZH_MAP_ALLOW_COPY`), for `zh_map_apply` on many tables.
+// Free with `zh_map_free`.
+//
+// # Safety
+// `spec` must be NUL-terminated or NULL; `out` writable or NULL.
+enum zh_status zh_map_new(const char *spec, uint32_t flags, struct zh_map **out);
+
+// Frees a map (NULL: nothing); tensors made with it live on.
+//
+// # Safety
+// `map` must come from `zh_map_new` and not be used after this call.
+void zh_map_free(struct zh_map *map);
+
+// Applies a map made by `zh_map_new` to `table`: the tensors in `*out`, as `zh_table_map`
+// gives them. Columns the map names must exist in the table, with one dtype per group.
+//
+// # Safety
+// `map` and `table` must be live handles or NULL; `out` writable or NULL.
+enum zh_status zh_map_apply(const struct zh_map *map, const struct zh_table *table, struct zh_tensors **out);
+
+// Maps `table` by `spec` into `*out`: `zh_map_new` and `zh_map_apply` in one call. The spec
+// is groups separated by ';', each "name: column, column" (one tensor of those columns) or a
+// bare column (a tensor of its own name), in output order; `flags` is 0 or an OR of
+// `ZH_MAP_READONLY` and `ZH_MAP_ALLOW_COPY`. Free with `zh_tensors_free`.
 //
 // # Safety
 // `table` must be a live handle or NULL; `spec` NUL-terminated or NULL; `out` writable.

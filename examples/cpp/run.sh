@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds zerohop's C library, then the C smoke test and the C++ libtorch example against it
 # (through the pkg-config file it writes), and runs both. `make cpp-example` calls this.
-#   examples/cpp/run.sh [cpu|cuda] [ROWS]      PY=python with torch (default .venv/bin/python)
+#   examples/cpp/run.sh [cpu|cuda|bench] [ROWS]   PY=python with torch (default .venv/bin/python)
 # With ZEROHOP_CAPI_LIB=FILE it takes that prebuilt libzerohop_capi.so instead of running cargo
 # (the GPU machine has no cargo: gpu-check.sh carries the library and compiles the examples
 # there against that machine's own libtorch). ZEROHOP_PREBUILT=DIR skips every build.
@@ -42,6 +42,14 @@ if [[ -z ${ZEROHOP_PREBUILT:-} ]]; then
   time g++ -std=c++20 -O1 -Wall -Werror "${TORCH_INC[@]}" "$ROOT/examples/cpp/soa_inference.cpp" \
     "${ZH_FLAGS[@]}" -Wl,-rpath,"$OUT" "${TORCH_LIB[@]}" -o "$OUT/soa_inference"
   "$PY" "$ROOT/examples/cpp/make_model.py" "$OUT/track_scorer.pt"
+  if [[ $DEVICE == bench ]]; then
+    g++ -std=c++20 -O2 -Wall -Werror "${TORCH_INC[@]}" "$ROOT/examples/cpp/map_bench.cpp" \
+      "${ZH_FLAGS[@]}" -Wl,-rpath,"$OUT" "${TORCH_LIB[@]}" -o "$OUT/map_bench"
+  fi
+fi
+
+if [[ $DEVICE == bench ]]; then # examples/cpp/run.sh bench [ROWS]: the 64-column map bench
+  exec "$OUT/map_bench" "$ROWS" 2000
 fi
 
 "$OUT/smoke"

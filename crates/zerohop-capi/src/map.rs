@@ -2,6 +2,7 @@
 //! shapes and strides computed so every tensor is a view of the table's buffer.
 
 use std::ffi::{c_char, CString};
+use std::sync::Arc;
 
 use zerohop::dlpack::ffi::DLManagedTensorVersioned;
 use zerohop::dlpack::{export_versioned, ExportOptions};
@@ -16,10 +17,18 @@ pub const ZH_MAP_READONLY: u32 = 1;
 /// `zh_tensors_copied`) instead of failing.
 pub const ZH_MAP_ALLOW_COPY: u32 = 2;
 
+/// A parsed spec with its flags (opaque): made once, applied to every table (event) with
+/// `zh_map_apply`, so the per-event cost is the views alone.
+pub struct zh_map {
+    map: TensorMap,
+    options: MapOptions,
+    names: Arc<[CString]>,
+}
+
 /// The tensors of one map applied to one table (opaque).
 pub struct zh_tensors {
     tensors: Vec<MappedTensor>,
-    names: Vec<CString>,
+    names: Arc<[CString]>,
 }
 
 /// Parses "name: col, col; name2: col; col3": groups separated by ';', each a tensor name, a
@@ -52,8 +61,99 @@ fn parse_spec(spec: &str) -> Outcome<TensorMap> {
     Ok(builder.build()?)
 }
 
-/// Maps `table` by `spec` ("name: col, col; name2: col", see the README) into `*out`; `flags`
-/// is 0 or an OR of `ZH_MAP_READONLY` and `ZH_MAP_ALLOW_COPY`. Free with `zh_tensors_free`.
+fn compile(spec: *const c_char, flags: u32) -> Outcome<zh_map> {
+    // SAFETY: the callers' contracts: NUL-terminated or NULL.
+    let spec = unsafe { text(spec, "spec") }?;
+    if flags & !(ZH_MAP_READONLY | ZH_MAP_ALLOW_COPY) != 0 {
+        return Err(Failure::invalid(format!(
+            "flags {flags:#x} has unknown bits"
+        )));
+    }
+    let map = parse_spec(spec)?;
+    let names = map
+        .names()
+        .into_iter()
+        .map(|n| CString::new(n).map_err(|_| Failure::invalid("a NUL in a tensor name")))
+        .collect::<Outcome<Vec<_>>>()?;
+    Ok(zh_map {
+        map,
+        options: MapOptions {
+            readonly: flags & ZH_MAP_READONLY != 0,
+            allow_copy: flags & ZH_MAP_ALLOW_COPY != 0,
+        },
+        names: names.into(),
+    })
+}
+
+fn apply(map: &zh_map, table: &zh_table, out: *mut *mut zh_tensors) -> Outcome {
+    let tensors = map.map.apply(&table.table, map.options)?;
+    let made = zh_tensors {
+        tensors,
+        names: map.names.clone(),
+    };
+    // SAFETY: the callers check `out` first.
+    unsafe { *out = Box::into_raw(Box::new(made)) };
+    Ok(())
+}
+
+/// Parses `spec` ("name: col, col; name2: col", see `zh_table_map`) once, with `flags` (0 or
+/// an OR of `ZH_MAP_READONLY` and `ZH_MAP_ALLOW_COPY`), for `zh_map_apply` on many tables.
+/// Free with `zh_map_free`.
+///
+/// # Safety
+/// `spec` must be NUL-terminated or NULL; `out` writable or NULL.
+#[no_mangle]
+pub unsafe extern "C" fn zh_map_new(
+    spec: *const c_char,
+    flags: u32,
+    out: *mut *mut zh_map,
+) -> zh_status {
+    guard(|| {
+        out_param(out, "out")?;
+        let map = compile(spec, flags)?;
+        // SAFETY: checked non-NULL above.
+        unsafe { *out = Box::into_raw(Box::new(map)) };
+        Ok(())
+    })
+}
+
+/// Frees a map (NULL: nothing); tensors made with it live on.
+///
+/// # Safety
+/// `map` must come from `zh_map_new` and not be used after this call.
+#[no_mangle]
+pub unsafe extern "C" fn zh_map_free(map: *mut zh_map) {
+    if !map.is_null() {
+        // SAFETY: per the contract: a Box from zh_map_new, freed once.
+        drop(unsafe { Box::from_raw(map) });
+    }
+}
+
+/// Applies a map made by `zh_map_new` to `table`: the tensors in `*out`, as `zh_table_map`
+/// gives them. Columns the map names must exist in the table, with one dtype per group.
+///
+/// # Safety
+/// `map` and `table` must be live handles or NULL; `out` writable or NULL.
+#[no_mangle]
+pub unsafe extern "C" fn zh_map_apply(
+    map: *const zh_map,
+    table: *const zh_table,
+    out: *mut *mut zh_tensors,
+) -> zh_status {
+    guard(|| {
+        out_param(out, "out")?;
+        // SAFETY: per the contract.
+        let map = unsafe { handle(map, "map") }?;
+        // SAFETY: per the contract.
+        let table = unsafe { handle(table, "table") }?;
+        apply(map, table, out)
+    })
+}
+
+/// Maps `table` by `spec` into `*out`: `zh_map_new` and `zh_map_apply` in one call. The spec
+/// is groups separated by ';', each "name: column, column" (one tensor of those columns) or a
+/// bare column (a tensor of its own name), in output order; `flags` is 0 or an OR of
+/// `ZH_MAP_READONLY` and `ZH_MAP_ALLOW_COPY`. Free with `zh_tensors_free`.
 ///
 /// # Safety
 /// `table` must be a live handle or NULL; `spec` NUL-terminated or NULL; `out` writable.
@@ -67,27 +167,8 @@ pub unsafe extern "C" fn zh_table_map(
     guard(|| {
         out_param(out, "out")?;
         // SAFETY: per the contract.
-        let t = &unsafe { handle(table, "table") }?.table;
-        // SAFETY: per the contract.
-        let spec = unsafe { text(spec, "spec") }?;
-        if flags & !(ZH_MAP_READONLY | ZH_MAP_ALLOW_COPY) != 0 {
-            return Err(Failure::invalid(format!(
-                "flags {flags:#x} has unknown bits"
-            )));
-        }
-        let map = parse_spec(spec)?;
-        let options = MapOptions {
-            readonly: flags & ZH_MAP_READONLY != 0,
-            allow_copy: flags & ZH_MAP_ALLOW_COPY != 0,
-        };
-        let tensors = map.apply(t, options)?;
-        let names = tensors
-            .iter()
-            .map(|m| CString::new(m.name.as_str()).map_err(|_| Failure::invalid("a NUL in a name")))
-            .collect::<Outcome<Vec<_>>>()?;
-        // SAFETY: checked non-NULL above.
-        unsafe { *out = Box::into_raw(Box::new(zh_tensors { tensors, names })) };
-        Ok(())
+        let table = unsafe { handle(table, "table") }?;
+        apply(&compile(spec, flags)?, table, out)
     })
 }
 

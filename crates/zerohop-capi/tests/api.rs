@@ -164,6 +164,60 @@ fn columns_and_maps_are_views_of_the_one_buffer() {
 }
 
 #[test]
+fn a_map_made_once_applies_to_every_table() {
+    let mut map = null_mut();
+    // SAFETY: live handles; each freed once.
+    unsafe {
+        let spec = c("kin: pt, eta, phi; covariance");
+        assert_eq!(zh_map_new(spec.as_ptr(), 0, &mut map), zh_status::ZH_OK);
+        for rows in [3, 40] {
+            let table = track_table(rows);
+            let mut tensors = null_mut();
+            assert_eq!(zh_map_apply(map, table, &mut tensors), zh_status::ZH_OK);
+            assert_eq!(zh_tensors_len(tensors), 2);
+            let mut m = null_mut();
+            assert_eq!(zh_tensors_export(tensors, 1, &mut m), zh_status::ZH_OK);
+            let (shape, _, data, _) = take(m);
+            assert_eq!(shape, vec![rows as i64, 3, 3]);
+            let start = info(table).data as usize;
+            assert!(data > start && data < start + info(table).nbytes);
+            zh_tensors_free(tensors);
+            zh_table_free(table);
+        }
+        let mut other = null_mut();
+        let schema = track_schema();
+        let mut small = null_mut();
+        let mut s2 = null_mut();
+        assert_eq!(zh_schema_new(&mut s2), zh_status::ZH_OK);
+        assert_eq!(
+            zh_schema_add_column(s2, c("pt").as_ptr(), c("float32").as_ptr()),
+            zh_status::ZH_OK
+        );
+        assert_eq!(zh_table_new(s2, 2, 0, null(), &mut small), zh_status::ZH_OK);
+        assert_eq!(
+            zh_map_apply(map, small, &mut other),
+            zh_status::ZH_NOT_FOUND
+        );
+        assert!(last_error().contains("eta"), "{}", last_error());
+        assert_eq!(
+            zh_map_apply(null(), small, &mut other),
+            zh_status::ZH_INVALID_ARGUMENT
+        );
+        let mut bad_map = null_mut();
+        assert_eq!(
+            zh_map_new(c("a: ").as_ptr(), 0, &mut bad_map),
+            zh_status::ZH_INVALID_ARGUMENT
+        );
+        assert!(bad_map.is_null());
+        zh_table_free(small);
+        zh_schema_free(s2);
+        zh_schema_free(schema);
+        zh_map_free(map);
+        zh_map_free(null_mut());
+    }
+}
+
+#[test]
 fn exported_tensors_keep_a_freed_table_alive() {
     let table = track_table(4);
     // SAFETY: live handles; the export outlives the table handle on purpose.

@@ -157,7 +157,7 @@ fn map_group(table: &SoaTable, group: &Group, options: MapOptions) -> Result<Map
         .iter()
         .map(|c| table.schema().index_of(c))
         .collect::<Result<Vec<_>>>()?;
-    let first = table.layout().column(indices[0]).clone();
+    let first = table.layout().column(indices[0]);
     for &i in &indices[1..] {
         let col = table.layout().column(i);
         if col.dtype != first.dtype {
@@ -207,8 +207,11 @@ fn map_group(table: &SoaTable, group: &Group, options: MapOptions) -> Result<Map
     };
     // Plain columns and scalars keep the k axis even for one column, as CMS does.
     let keep_k = !single || matches!(first.kind, ColumnKind::Column | ColumnKind::TableScalar);
-    let mut shape = vec![n];
-    let mut strides = vec![row_stride];
+    // Room for (n, k, R, C): no regrowth on the per-event path.
+    let mut shape = Vec::with_capacity(4);
+    let mut strides = Vec::with_capacity(4);
+    shape.push(n);
+    strides.push(row_stride);
     if keep_k {
         shape.push(k);
         strides.push(step.unwrap_or(s));

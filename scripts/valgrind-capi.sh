@@ -25,28 +25,6 @@ valgrind --tool=memcheck --leak-check=no --num-callers=40 --log-file="$LOG" \
   "$OUT/soa_inference" "$OUT/track_scorer.pt" cpu 64 > /dev/null
 example=$?
 [ $example -eq 0 ] || echo "the libtorch example failed under valgrind (exit $example)"
-python3 - "$LOG" <<'PY'
-import re, sys
-
-records, current = [], []
-for line in open(sys.argv[1], errors="replace"):
-    body = re.sub(r"^==\d+== ?", "", line.rstrip("\n"))
-    if not body:
-        if current:
-            records.append(current)
-        current = []
-    else:
-        current.append(body)
-if current:
-    records.append(current)
-errors = [r for r in records if r and re.match(r"(Invalid|Conditional|Use of|Mismatched|Syscall|Source and destination)", r[0])]
-serious = [r for r in errors
-           if any("zerohop" in l or "zh_" in l for l in r)
-           or re.match(r"Invalid (write|free)|Mismatched free|Source and destination overlap", r[0])]
-print(f"valgrind (libtorch example): {len(errors)} error records, {len(serious)} in zerohop or serious")
-for r in serious[:5]:
-    print("\n".join(r[:25]), "\n")
-sys.exit(1 if serious else 0)
-PY
+python3 scripts/valgrind-verdict.py "$LOG" "libtorch example"
 verdict=$?
 exit $(( smoke != 0 || example != 0 || verdict != 0 ))

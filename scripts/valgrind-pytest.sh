@@ -23,29 +23,7 @@ echo "valgrind memcheck: $TESTS (a few minutes)"
 PYTHONMALLOC=malloc valgrind --tool=memcheck --leak-check=no --num-callers=40 \
   --log-file="$LOG" "$PY" -m pytest -q -p no:cacheprovider $TESTS
 tests=$?
-"$PY" - "$LOG" <<'PY'
-import re, sys
-
-records, current = [], []
-for line in open(sys.argv[1], errors="replace"):
-    body = re.sub(r"^==\d+== ?", "", line.rstrip("\n"))
-    if not body:
-        if current:
-            records.append(current)
-        current = []
-    else:
-        current.append(body)
-if current:
-    records.append(current)
-errors = [r for r in records if r and re.match(r"(Invalid|Conditional|Use of|Mismatched|Syscall|Source and destination)", r[0])]
-serious = [r for r in errors
-           if any("_zerohop" in l or "zerohop::" in l for l in r)
-           or re.match(r"Invalid (write|free)|Mismatched free|Source and destination overlap", r[0])]
-print(f"valgrind: {len(errors)} error records, {len(serious)} in zerohop or serious")
-for r in serious[:5]:
-    print("\n".join(r[:25]), "\n")
-sys.exit(1 if serious else 0)
-PY
+"$PY" scripts/valgrind-verdict.py "$LOG" "pytest"
 verdict=$?
 [ $tests -eq 0 ] || echo "the tests failed under valgrind"
 exit $(( tests != 0 || verdict != 0 ))

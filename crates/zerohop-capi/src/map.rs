@@ -8,7 +8,7 @@ use zerohop::dlpack::ffi::DLManagedTensorVersioned;
 use zerohop::dlpack::{export_versioned, ExportOptions};
 use zerohop::soa::{MapOptions, MappedTensor, TensorMap};
 
-use crate::status::{guard, handle, out_param, text, zh_status, Failure, Outcome};
+use crate::status::{give, guard, handle, out_param, release, text, zh_status, Failure, Outcome};
 use crate::table::zh_table;
 
 /// Export the tensors read-only (DLPack's READ_ONLY flag set).
@@ -91,8 +91,7 @@ fn apply(map: &zh_map, table: &zh_table, out: *mut *mut zh_tensors) -> Outcome {
         tensors,
         names: map.names.clone(),
     };
-    // SAFETY: the callers check `out` first.
-    unsafe { *out = Box::into_raw(Box::new(made)) };
+    give(out, made);
     Ok(())
 }
 
@@ -111,8 +110,7 @@ pub unsafe extern "C" fn zh_map_new(
     guard(|| {
         out_param(out, "out")?;
         let map = compile(spec, flags)?;
-        // SAFETY: checked non-NULL above.
-        unsafe { *out = Box::into_raw(Box::new(map)) };
+        give(out, map);
         Ok(())
     })
 }
@@ -123,10 +121,8 @@ pub unsafe extern "C" fn zh_map_new(
 /// `map` must come from `zh_map_new` and not be used after this call.
 #[no_mangle]
 pub unsafe extern "C" fn zh_map_free(map: *mut zh_map) {
-    if !map.is_null() {
-        // SAFETY: per the contract: a Box from zh_map_new, freed once.
-        drop(unsafe { Box::from_raw(map) });
-    }
+    // SAFETY: per the contract.
+    unsafe { release(map) }
 }
 
 /// Applies a map made by `zh_map_new` to `table`: the tensors in `*out`, as `zh_table_map`
@@ -178,10 +174,8 @@ pub unsafe extern "C" fn zh_table_map(
 /// `tensors` must come from `zh_table_map` and not be used after this call.
 #[no_mangle]
 pub unsafe extern "C" fn zh_tensors_free(tensors: *mut zh_tensors) {
-    if !tensors.is_null() {
-        // SAFETY: per the contract: a Box from zh_table_map, freed once.
-        drop(unsafe { Box::from_raw(tensors) });
-    }
+    // SAFETY: per the contract.
+    unsafe { release(tensors) }
 }
 
 /// How many tensors the map gave (0 for NULL).

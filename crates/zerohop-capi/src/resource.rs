@@ -10,7 +10,7 @@ use zerohop::memory::{current_resource, set_current_resource, PoolConfig, PoolRe
 use zerohop::memory::{StatsResource, SystemResource};
 use zerohop::{Device, MemoryResource, Stream};
 
-use crate::status::{guard, handle, out_param, text, zh_status, Failure, Outcome};
+use crate::status::{give, guard, handle, out_param, release, text, zh_status, Failure, Outcome};
 
 /// A memory resource (opaque): a handle on a shared resource; freeing the handle leaves the
 /// resource alive while tables or other handles use it.
@@ -36,11 +36,6 @@ pub struct zh_statistics {
     pub total_count: u64,
     /// Requests upstream refused.
     pub failed_count: u64,
-}
-
-fn give(out: *mut *mut zh_resource, resource: zh_resource) {
-    // SAFETY: callers check `out` with `out_param` first.
-    unsafe { *out = Box::into_raw(Box::new(resource)) };
 }
 
 fn plain(inner: Arc<dyn MemoryResource>) -> zh_resource {
@@ -232,10 +227,8 @@ pub unsafe extern "C" fn zh_resource_set_current(resource: *const zh_resource) -
 /// `resource` must come from a `zh_resource_*` call and not be used after this one.
 #[no_mangle]
 pub unsafe extern "C" fn zh_resource_free(resource: *mut zh_resource) {
-    if !resource.is_null() {
-        // SAFETY: per the contract: a Box made by `give`, freed once.
-        drop(unsafe { Box::from_raw(resource) });
-    }
+    // SAFETY: per the contract.
+    unsafe { release(resource) }
 }
 
 /// Allocates `bytes` bytes aligned to `align` (a power of two; 0 for 256) from `resource`,

@@ -5,7 +5,9 @@ use std::ffi::c_char;
 use zerohop::soa::{ColumnKind, ColumnSpec, ComponentOrder, Schema};
 use zerohop::DType;
 
-use crate::status::{guard, handle, handle_mut, out_param, text, zh_status, Failure, Outcome};
+use crate::status::{
+    give, guard, handle, handle_mut, out_param, release, text, zh_status, Failure, Outcome,
+};
 
 /// A schema under construction (opaque).
 pub struct zh_schema {
@@ -36,11 +38,12 @@ impl zh_schema {
 pub unsafe extern "C" fn zh_schema_new(out: *mut *mut zh_schema) -> zh_status {
     guard(|| {
         out_param(out, "out")?;
-        let schema = Box::new(zh_schema {
-            columns: Vec::new(),
-        });
-        // SAFETY: checked non-NULL above; the caller gave a writable pointer.
-        unsafe { *out = Box::into_raw(schema) };
+        give(
+            out,
+            zh_schema {
+                columns: Vec::new(),
+            },
+        );
         Ok(())
     })
 }
@@ -52,10 +55,8 @@ pub unsafe extern "C" fn zh_schema_new(out: *mut *mut zh_schema) -> zh_status {
 /// `schema` must come from `zh_schema_new` and not be used after this call.
 #[no_mangle]
 pub unsafe extern "C" fn zh_schema_free(schema: *mut zh_schema) {
-    if !schema.is_null() {
-        // SAFETY: per the contract, a live Box from zh_schema_new, freed once.
-        drop(unsafe { Box::from_raw(schema) });
-    }
+    // SAFETY: per the contract.
+    unsafe { release(schema) }
 }
 
 /// Adds a column. Checks the name and dtype now; duplicates are reported when a table is made.

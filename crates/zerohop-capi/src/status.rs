@@ -158,3 +158,21 @@ pub(crate) fn out_param<T>(ptr: *mut T, what: &str) -> Outcome<()> {
     }
     Ok(())
 }
+
+/// Boxes `value` into the out-parameter `out` (which the caller checked with `out_param`).
+pub(crate) fn give<T>(out: *mut *mut T, value: T) {
+    // SAFETY: `out` is non-NULL (checked by the caller) and writable per the entry point's
+    // contract.
+    unsafe { *out = Box::into_raw(Box::new(value)) };
+}
+
+/// Frees a handle made by [`give`] (NULL: nothing).
+///
+/// # Safety
+/// `ptr` must come from `give` for this `T` and not be used again.
+pub(crate) unsafe fn release<T>(ptr: *mut T) {
+    if !ptr.is_null() {
+        // SAFETY: per the contract: a Box leaked by `give`, freed once.
+        drop(unsafe { Box::from_raw(ptr) });
+    }
+}

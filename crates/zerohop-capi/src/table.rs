@@ -12,7 +12,9 @@ use zerohop::{Device, TensorView};
 
 use crate::resource::zh_resource;
 use crate::schema::zh_schema;
-use crate::status::{guard, handle, handle_mut, out_param, text, zh_status, Failure, Outcome};
+use crate::status::{
+    give, guard, handle, handle_mut, out_param, release, text, zh_status, Failure, Outcome,
+};
 
 /// An SoA table (opaque).
 pub struct zh_table {
@@ -66,8 +68,7 @@ pub unsafe extern "C" fn zh_table_new(
             alignment
         };
         let table = SoaTable::with_options(schema, rows, alignment, resource)?;
-        // SAFETY: checked non-NULL above.
-        unsafe { *out = Box::into_raw(Box::new(zh_table { table })) };
+        give(out, zh_table { table });
         Ok(())
     })
 }
@@ -79,10 +80,8 @@ pub unsafe extern "C" fn zh_table_new(
 /// `table` must come from `zh_table_new` and not be used after this call.
 #[no_mangle]
 pub unsafe extern "C" fn zh_table_free(table: *mut zh_table) {
-    if !table.is_null() {
-        // SAFETY: per the contract: a Box from zh_table_new, freed once.
-        drop(unsafe { Box::from_raw(table) });
-    }
+    // SAFETY: per the contract.
+    unsafe { release(table) }
 }
 
 /// The table's sizes and where its buffer lives.

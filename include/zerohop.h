@@ -239,6 +239,26 @@ enum zh_status zh_allocate(const struct zh_resource *resource, uintptr_t bytes, 
 // be freed once.
 enum zh_status zh_deallocate(const struct zh_resource *resource, void *ptr, uintptr_t bytes, uintptr_t align, uintptr_t stream);
 
+// An allocator entry point in the shape libtorch's pluggable CUDA allocator calls
+// (`torch::cuda::CUDAPluggableAllocator::createCustomAllocator`, also Python's
+// `torch.cuda.memory.CUDAPluggableAllocator`): `size` bytes from the current resource of
+// `cuda:device` (set with `zh_resource_set_current`; device -1 means the host), ordered on
+// `stream`. So a C++ program's libtorch draws from the same zerohop pool as its tables.
+// Returns NULL when no resource is current for the device or it refuses (the message is in
+// `zh_last_error()`).
+//
+// # Safety
+// `stream` must be a CUDA stream handle of the device (or NULL, the legacy default stream).
+void *zh_cuda_malloc(intptr_t size, int32_t device, void *stream);
+
+// Frees a block of `zh_cuda_malloc` (NULL: nothing), in the shape libtorch's pluggable
+// allocator calls.
+//
+// # Safety
+// `ptr` must come from `zh_cuda_malloc(size, device, …)` while the same resource was current
+// for `device`, and must not be used afterwards.
+void zh_cuda_free(void *ptr, intptr_t size, int32_t device, void *stream);
+
 // A new, empty schema in `*out`; free it with `zh_schema_free`.
 //
 // # Safety

@@ -292,3 +292,75 @@ pub(crate) fn parse_device(name: &str) -> Outcome<Device> {
     let device = Device::parse(name).map_err(|e| Failure::invalid(format!("device: {e}")))?;
     Ok(device)
 }
+
+/// The alignment of `zh_cuda_malloc` blocks: what cudaMalloc guarantees.
+const FRAMEWORK_ALIGNMENT: usize = 256;
+
+/// An allocator entry point in the shape libtorch's pluggable CUDA allocator calls
+/// (`torch::cuda::CUDAPluggableAllocator::createCustomAllocator`, also Python's
+/// `torch.cuda.memory.CUDAPluggableAllocator`): `size` bytes from the current resource of
+/// `cuda:device` (set with `zh_resource_set_current`; device -1 means the host), ordered on
+/// `stream`. So a C++ program's libtorch draws from the same zerohop pool as its tables.
+/// Returns NULL when no resource is current for the device or it refuses (the message is in
+/// `zh_last_error()`).
+///
+/// # Safety
+/// `stream` must be a CUDA stream handle of the device (or NULL, the legacy default stream).
+#[no_mangle]
+pub unsafe extern "C" fn zh_cuda_malloc(
+    size: isize,
+    device: i32,
+    stream: *mut c_void,
+) -> *mut c_void {
+    let mut out = std::ptr::null_mut();
+    let status = guard(|| {
+        let size = usize::try_from(size)
+            .map_err(|_| Failure::invalid(format!("allocation size {size} is negative")))?;
+        let resource = framework_resource(device)?;
+        let ptr = resource.allocate(size, FRAMEWORK_ALIGNMENT, Stream(stream as usize))?;
+        out = ptr.as_ptr().cast();
+        Ok(())
+    });
+    if status == zh_status::ZH_OK {
+        out
+    } else {
+        std::ptr::null_mut()
+    }
+}
+
+/// Frees a block of `zh_cuda_malloc` (NULL: nothing), in the shape libtorch's pluggable
+/// allocator calls.
+///
+/// # Safety
+/// `ptr` must come from `zh_cuda_malloc(size, device, …)` while the same resource was current
+/// for `device`, and must not be used afterwards.
+#[no_mangle]
+pub unsafe extern "C" fn zh_cuda_free(
+    ptr: *mut c_void,
+    size: isize,
+    device: i32,
+    stream: *mut c_void,
+) {
+    guard(|| {
+        let (Some(ptr), Ok(size)) = (NonNull::new(ptr.cast::<u8>()), usize::try_from(size)) else {
+            return Ok(());
+        };
+        let resource = framework_resource(device)?;
+        // SAFETY: per this function's contract.
+        unsafe { resource.deallocate(ptr, size, FRAMEWORK_ALIGNMENT, Stream(stream as usize)) };
+        Ok(())
+    });
+}
+
+fn framework_resource(device: i32) -> Outcome<Arc<dyn MemoryResource>> {
+    let place = if device < 0 {
+        Device::CPU
+    } else {
+        Device::cuda(device)
+    };
+    current_resource(place).ok_or_else(|| {
+        Failure::invalid(format!(
+            "no resource is current for {place}: set one with zh_resource_set_current"
+        ))
+    })
+}

@@ -107,6 +107,12 @@ impl Buffer {
         }
     }
 
+    /// An owner that keeps this buffer's memory alive: the buffer's own reference count, so
+    /// handing one to each of many views allocates nothing.
+    pub fn owner(&self) -> Owner {
+        self.inner.clone()
+    }
+
     pub fn as_ptr(&self) -> *mut u8 {
         self.inner.ptr.as_ptr()
     }

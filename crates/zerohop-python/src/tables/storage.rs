@@ -152,8 +152,8 @@ impl Storage {
                         view
                     };
                     Ok(MappedTensor {
-                        name: name.to_string(),
-                        columns: cols.clone(),
+                        name: name.into(),
+                        columns: cols.clone().into(),
                         view,
                         copied: false,
                     })

@@ -330,7 +330,7 @@ impl SoaTable {
                 shape,
                 strides,
                 self.device(),
-                Arc::new(self.buffer.clone()),
+                self.buffer.owner(),
                 self.readonly,
             )
         }

@@ -11,6 +11,8 @@
 //! A group whose columns are not evenly spaced (D constant and positive) cannot be described
 //! by strides: that is an error naming the columns, or a reported copy with `allow_copy`.
 
+use std::sync::Arc;
+
 use super::schema::ColumnKind;
 use super::table::{matrix_strides, SoaTable};
 use crate::dtype::DType;
@@ -19,8 +21,9 @@ use crate::tensor::{for_each_offset, TensorView};
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(super) struct Group {
-    pub(super) name: String,
-    pub(super) columns: Vec<String>,
+    // Shared, so each application of the map hands them out without copying strings.
+    pub(super) name: Arc<str>,
+    pub(super) columns: Arc<[String]>,
     pub(super) materialize_scalars: bool,
 }
 
@@ -41,7 +44,7 @@ impl TensorMapBuilder {
     /// One output tensor named `name` made of `columns` (all of one dtype and kind).
     pub fn tensor<S: AsRef<str>>(mut self, name: &str, columns: &[S]) -> Self {
         self.groups.push(Group {
-            name: name.to_owned(),
+            name: name.into(),
             columns: columns.iter().map(|c| c.as_ref().to_owned()).collect(),
             materialize_scalars: false,
         });
@@ -51,7 +54,7 @@ impl TensorMapBuilder {
     /// Table-scalar groups of `name` become real (n, k) tensors (a reported copy) instead of
     /// stride-0 broadcasts, for consumers such as JAX that reject stride 0.
     pub fn materialize(mut self, name: &str) -> Self {
-        for g in self.groups.iter_mut().filter(|g| g.name == name) {
+        for g in self.groups.iter_mut().filter(|g| &*g.name == name) {
             g.materialize_scalars = true;
         }
         self
@@ -83,14 +86,14 @@ impl TensorMapBuilder {
         if let Some(order) = self.order {
             let mut names: Vec<&str> = order.iter().map(String::as_str).collect();
             names.sort_unstable();
-            let mut defined: Vec<&str> = groups.iter().map(|g| g.name.as_str()).collect();
+            let mut defined: Vec<&str> = groups.iter().map(|g| &*g.name).collect();
             defined.sort_unstable();
             if names != defined {
                 return Err(bad(format!(
                     "order {order:?} must name every tensor exactly once ({defined:?})"
                 )));
             }
-            groups.sort_by_key(|g| order.iter().position(|n| *n == g.name));
+            groups.sort_by_key(|g| order.iter().position(|n| **n == *g.name));
         }
         Ok(TensorMap { groups })
     }
@@ -108,8 +111,8 @@ pub struct MapOptions {
 /// One output tensor.
 #[derive(Clone, Debug)]
 pub struct MappedTensor {
-    pub name: String,
-    pub columns: Vec<String>,
+    pub name: Arc<str>,
+    pub columns: Arc<[String]>,
     pub view: TensorView,
     /// True when the data was copied (non-describable group with `allow_copy`, or
     /// materialised table scalars); false for a view of the table.
@@ -130,12 +133,12 @@ impl TensorMap {
     pub fn columns_of(&self, name: &str) -> Option<Vec<String>> {
         self.groups
             .iter()
-            .find(|g| g.name == name)
-            .map(|g| g.columns.clone())
+            .find(|g| &*g.name == name)
+            .map(|g| g.columns.to_vec())
     }
 
     pub fn names(&self) -> Vec<&str> {
-        self.groups.iter().map(|g| g.name.as_str()).collect()
+        self.groups.iter().map(|g| &*g.name).collect()
     }
 
     /// The tensors of `table`, in this map's order.

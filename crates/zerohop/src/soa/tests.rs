@@ -192,9 +192,9 @@ fn tensor_map_shapes_follow_the_cms_table_and_alias_every_element() {
         .build()
         .unwrap();
     let tensors = map.apply(&t, MapOptions::default()).unwrap();
-    let names: Vec<&str> = tensors.iter().map(|m| m.name.as_str()).collect();
+    let names: Vec<&str> = tensors.iter().map(|m| &*m.name).collect();
     assert_eq!(names, ["ids", "xyz", "pq", "p_only", "cov", "run"]);
-    let by = |n: &str| tensors.iter().find(|m| m.name == n).unwrap();
+    let by = |n: &str| tensors.iter().find(|m| &*m.name == n).unwrap();
     assert_eq!(by("xyz").view.shape(), &[6, 3]);
     assert_eq!(by("xyz").view.strides(), &[1, 32]);
     assert_eq!(by("pq").view.shape(), &[6, 2, 3]);
@@ -210,7 +210,7 @@ fn tensor_map_shapes_follow_the_cms_table_and_alias_every_element() {
     for m in &tensors {
         for idx in every_index(m.view.shape()) {
             let row = idx[0] as usize;
-            let (column, component) = match m.name.as_str() {
+            let (column, component) = match &*m.name {
                 "xyz" => (m.columns[idx[1] as usize].clone(), 0),
                 "pq" => (m.columns[idx[1] as usize].clone(), idx[2] as usize),
                 "p_only" => ("p".into(), idx[1] as usize),

@@ -1,6 +1,6 @@
 # zerohop — every target sets itself up from a fresh clone.
-#   make test   fmt + clippy + rustdoc -D warnings + cargo test + Miri + pytest + valgrind +
-#               short fuzz runs
+#   make test   fmt + clippy + rustdoc -D warnings + cargo test + Miri + the C/C++ and Rust
+#               examples + pytest + stubtest + docs + valgrind + short fuzz runs
 #   make fuzz   every fuzz target for FUZZ_SECONDS (default 300) each
 #   make demo   the ECG pipeline on the bundled recording (plots + report in out/ecg)
 #   make bench  criterion benches + cross-framework latency table

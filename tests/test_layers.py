@@ -23,21 +23,22 @@ def test_the_crate_has_no_cycle_and_no_upward_use():
     assert "no cycle" in result.stdout
 
 
-def test_an_upward_use_is_caught(tmp_path):
+def with_use(tmp_path, file, line):
+    """A copy of the crate's sources with `line` put at the top of `file`."""
     src = tmp_path / "src"
     shutil.copytree(SRC, src)
-    tensor = src / "base" / "tensor.rs"
-    tensor.write_text("use crate::tables::table::PyTable;\n" + tensor.read_text())
-    result = run(src)
+    target = src / file
+    target.write_text(line + "\n" + target.read_text())
+    return src
+
+
+def test_an_upward_use_is_caught(tmp_path):
+    result = run(with_use(tmp_path, "base/tensor.rs", "use crate::tables::table::PyTable;"))
     assert result.returncode == 1
     assert "base::tensor uses tables::table, a layer above it" in result.stderr
 
 
 def test_a_cycle_inside_a_layer_is_caught(tmp_path):
-    src = tmp_path / "src"
-    shutil.copytree(SRC, src)
-    storage = src / "tables" / "storage.rs"
-    storage.write_text("use crate::tables::table::PyTable;\n" + storage.read_text())
-    result = run(src)
+    result = run(with_use(tmp_path, "tables/storage.rs", "use crate::tables::table::PyTable;"))
     assert result.returncode == 1
     assert "cycle: tables::table -> tables::storage -> tables::table" in result.stderr

@@ -6,7 +6,9 @@ use std::ffi::{c_char, c_void};
 use std::ptr::NonNull;
 use std::sync::Arc;
 
-use zerohop::memory::{current_resource, set_current_resource, PoolConfig, PoolResource};
+use zerohop::memory::{
+    current_resource, set_current_resource, PoolConfig, PoolResource, POOL_ALIGNMENT,
+};
 use zerohop::memory::{StatsResource, SystemResource};
 use zerohop::{Device, MemoryResource, Stream};
 
@@ -249,7 +251,7 @@ pub unsafe extern "C" fn zh_allocate(
         out_param(out, "out")?;
         // SAFETY: per the contract.
         let resource = unsafe { handle(resource, "resource") }?;
-        let align = if align == 0 { 256 } else { align };
+        let align = if align == 0 { POOL_ALIGNMENT } else { align };
         if !align.is_power_of_two() {
             return Err(Failure::invalid(format!(
                 "alignment {align} is not a power of two"
@@ -281,7 +283,7 @@ pub unsafe extern "C" fn zh_deallocate(
         let Some(ptr) = NonNull::new(ptr.cast::<u8>()) else {
             return Ok(());
         };
-        let align = if align == 0 { 256 } else { align };
+        let align = if align == 0 { POOL_ALIGNMENT } else { align };
         // SAFETY: per the contract: an allocation of this resource with these arguments.
         unsafe { resource.inner.deallocate(ptr, bytes, align, Stream(stream)) };
         Ok(())
@@ -292,9 +294,6 @@ pub(crate) fn parse_device(name: &str) -> Outcome<Device> {
     let device = Device::parse(name).map_err(|e| Failure::invalid(format!("device: {e}")))?;
     Ok(device)
 }
-
-/// The alignment of `zh_cuda_malloc` blocks: what cudaMalloc guarantees.
-const FRAMEWORK_ALIGNMENT: usize = 256;
 
 /// An allocator entry point in the shape libtorch's pluggable CUDA allocator calls
 /// (`torch::cuda::CUDAPluggableAllocator::createCustomAllocator`, also Python's
@@ -317,7 +316,7 @@ pub unsafe extern "C" fn zh_cuda_malloc(
         let size = usize::try_from(size)
             .map_err(|_| Failure::invalid(format!("allocation size {size} is negative")))?;
         let resource = framework_resource(device)?;
-        let ptr = resource.allocate(size, FRAMEWORK_ALIGNMENT, Stream(stream as usize))?;
+        let ptr = resource.allocate(size, POOL_ALIGNMENT, Stream(stream as usize))?;
         out = ptr.as_ptr().cast();
         Ok(())
     });
@@ -347,7 +346,7 @@ pub unsafe extern "C" fn zh_cuda_free(
         };
         let resource = framework_resource(device)?;
         // SAFETY: per this function's contract.
-        unsafe { resource.deallocate(ptr, size, FRAMEWORK_ALIGNMENT, Stream(stream as usize)) };
+        unsafe { resource.deallocate(ptr, size, POOL_ALIGNMENT, Stream(stream as usize)) };
         Ok(())
     });
 }

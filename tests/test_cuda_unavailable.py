@@ -35,3 +35,19 @@ def test_a_foreign_cuda_array_interface_fails_clearly_without_a_driver():
         "shape": (0,), "typestr": "<f4", "data": (0, False), "version": 3, "stream": 0}})()
     with pytest.raises(ValueError, match="stream 0"):
         zerohop.cuda.from_cuda_array_interface(empty)
+
+
+def test_reading_a_csv_onto_a_missing_gpu_says_so(tmp_path):
+    import zerohop.ecg as ecg
+
+    path = tmp_path / "t.csv"
+    path.write_text("mv\n1.5\n2\n")
+    with pytest.raises(ValueError, match="CUDA"):
+        ecg.read_csv(path, device="cuda:0")
+    with pytest.raises(ValueError, match='"tpu" is not a device name'):
+        ecg.read_csv(path, device="tpu")
+    table, report = ecg.read_csv(path, report=True)
+    assert report["rows"] == 2 == len(table)
+    assert report["bytes"] == path.stat().st_size
+    assert report["fallback"] is None and report["host_lines"] == 0
+    assert [name for name, _ in report["timings"]] == ["parse on host"]

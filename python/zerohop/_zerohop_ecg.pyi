@@ -5,7 +5,7 @@
 
 import os
 from collections.abc import Iterable, Sequence
-from typing import Literal, NotRequired, TypeAlias, TypedDict, type_check_only
+from typing import Literal, NotRequired, TypeAlias, TypedDict, overload, type_check_only
 
 import numpy as np
 from numpy.typing import NDArray
@@ -36,6 +36,17 @@ class _CsvHeader(TypedDict):
     has_header: bool
     # 1-based
     first_data_line: int
+
+@type_check_only
+class _CsvReport(TypedDict):
+    # data-row bytes moved to the device (the file's size for a host read)
+    bytes: int
+    rows: int
+    # lines the device left to the host's line parser
+    host_lines: int
+    # why the host parsed the whole file and copied it over; None when it did not
+    fallback: str | None
+    timings: list[tuple[str, float]]
 
 @type_check_only
 class _Params(TypedDict):
@@ -102,6 +113,7 @@ class _Annotations(TypedDict):
     aux: list[str | None]
     time_resolution: float | None
 
+@overload
 def read_csv(
     path: _Path,
     *,
@@ -112,7 +124,23 @@ def read_csv(
     empty: str | float | None = None,
     # "reject" or "allow"
     nan: str = "reject",
+    device: str = "cpu",
+    stream: int | None = None,
+    report: Literal[False] = False,
 ) -> Table: ...
+@overload
+def read_csv(
+    path: _Path,
+    *,
+    columns: Sequence[str | int] | None = None,
+    header: bool | None = None,
+    delimiter: str | None = None,
+    empty: str | float | None = None,
+    nan: str = "reject",
+    device: str = "cpu",
+    stream: int | None = None,
+    report: Literal[True],
+) -> tuple[Table, _CsvReport]: ...
 def csv_header(path: _Path, *, delimiter: str | None = None) -> _CsvHeader: ...
 def params(rate: float, method: str = "adaptive") -> _Params: ...
 

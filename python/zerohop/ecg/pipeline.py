@@ -159,8 +159,9 @@ def run(config: Config, say=print) -> Result:
             seg = segment(signal, rate, method=config.method, device="cuda:0")
         else:
             seg = segment(signal, rate, method=config.method)
+        signal_on_host = signal.__dlpack_device__()[0] != sources.CUDA
         for name, seconds in seg["timings"]:
-            copied = data.samples * 4 if name == "host→device" else 0
+            copied = data.samples * 4 if name == "host→device" and signal_on_host else 0
             stages.append((name, seconds, copied))
         beats, params = seg["beats"], seg["params"]
         moved_to_host = []

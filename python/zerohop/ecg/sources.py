@@ -19,6 +19,10 @@ import zerohop
 from .errors import EcgInputError
 
 RATE_RANGE = (50.0, 100_000.0)
+#: DLPack's device type of CUDA memory.
+CUDA = 2
+#: Leading values a time column's rate is read from (see `_rate_from_time`).
+TIME_HEAD = 100_000
 #: Bytes of memory the job needs per sample (signal, curvature, energy, scratch, beat rows).
 BYTES_PER_SAMPLE = 32
 
@@ -43,6 +47,11 @@ class Input:
     stage: str
 
     def numpy_signal(self):
+        """The signal as NumPy: a view on the host, a copy from device memory."""
+        if self.signal.__dlpack_device__()[0] == CUDA:
+            import torch
+
+            return torch.from_dlpack(self.signal).cpu().numpy()
         return np.from_dlpack(self.signal)
 
 
@@ -122,7 +131,7 @@ def is_time_axis(values):
 def _rate_from_time(values, units):
     # The mean step over many samples: timestamps rounded to the millisecond step unevenly
     # (2 and 3 ms at 360 Hz), which a median would turn into 333 Hz.
-    v = np.asarray(values[:100_000], dtype=np.float64)
+    v = np.asarray(values[:TIME_HEAD], dtype=np.float64)
     step = (v[-1] - v[0]) / (len(v) - 1)
     per_second = 1000.0 if units and units.strip().lower() in ("ms", "msec", "milliseconds") else 1.0
     rate = per_second / step
@@ -162,9 +171,18 @@ def _from_csv(config, say):
     if config.rate is None and (len(names) == 1 or config.column is not None):
         # Only a leading time column could tell the rate; there is none to use.
         raise EcgInputError(f"{where}: the sampling rate is unknown; pass --rate HZ")
-    table = read_csv(path, delimiter=header["delimiter"])
+    on_gpu = config.device == "cuda"
+    if on_gpu:
+        # Parsed in device memory: only the head of the first column comes back (to tell a
+        # time axis and its rate).
+        table, report = read_csv(path, delimiter=header["delimiter"], device="cuda:0",
+                                 report=True)
+        if report["fallback"]:
+            say(f"CSV parsed on the host and copied to the GPU: {report['fallback']}")
+    else:
+        table = read_csv(path, delimiter=header["delimiter"])
     rate = config.rate
-    first = np.from_dlpack(table[names[0]])
+    first = _head(table[names[0]], on_gpu)
     if config.column is None and len(names) > 1 and is_time_axis(first):
         column = names[1]
         first_units = units[0] if units else None
@@ -176,11 +194,41 @@ def _from_csv(config, say):
     if rate is None:
         raise EcgInputError(f"{where}: the sampling rate is unknown; pass --rate HZ")
     signal = table[column]
-    _check_signal(np.from_dlpack(signal), column, where)
+    if on_gpu:
+        _check_device_signal(signal, column, where)
+        stage = "parse CSV into a zerohop Table in GPU memory"
+    else:
+        _check_signal(np.from_dlpack(signal), column, where)
+        stage = "parse CSV into a zerohop Table (all cores)"
     unit = units[names.index(column)] if units else None
     return Input(signal=signal, rate=rate, samples=len(table),
-                 description=f"{path}, column {column!r}", units=unit, truth=None,
-                 stage="parse CSV into a zerohop Table (all cores)")
+                 description=f"{path}, column {column!r}", units=unit, truth=None, stage=stage)
+
+
+def _head(column, on_gpu):
+    """The first values of a column as NumPy (copied from the device when it is there)."""
+    if not on_gpu:
+        return np.from_dlpack(column)
+    import torch
+
+    return torch.from_dlpack(column)[:TIME_HEAD].cpu().numpy()
+
+
+def _check_device_signal(signal, column, where):
+    """`_check_signal` for a column in device memory, reading back two numbers and a head.
+    Non-finite values never get here: the reader refuses them (nan="reject", empty="error")."""
+    import torch
+
+    t = torch.from_dlpack(signal)
+    if len(t) == 0:
+        raise EcgInputError(f"{where}: column {column!r} holds no numbers")
+    low, high = (float(v) for v in torch.aminmax(t))
+    if low == high:
+        raise EcgInputError(f"{where}: column {column!r} is constant ({low:g}); not an ECG")
+    if is_time_axis(t[:1000].cpu().numpy()):
+        raise EcgInputError(
+            f"{where}: column {column!r} increases steadily like a time axis; choose the ECG "
+            f"column with --column")
 
 
 def _record_path(record):

@@ -20,6 +20,7 @@ use zerohop::soa::SoaTable;
 use crate::error::{invalid, EcgError, Result};
 
 pub use header::CsvHeader;
+pub(crate) use rows::{is_blank, Fields};
 pub use time::{is_time_axis, time_axis_rate};
 
 /// What to do with an empty field.
@@ -87,7 +88,11 @@ pub fn delimiter_from_str(text: &str) -> Result<u8> {
 }
 
 /// Memory-maps a file for reading (an empty file, which cannot be mapped, is an empty slice).
-fn with_map<T>(path: &Path, populate: bool, read: impl FnOnce(&[u8]) -> Result<T>) -> Result<T> {
+pub(crate) fn with_map<T>(
+    path: &Path,
+    populate: bool,
+    read: impl FnOnce(&[u8]) -> Result<T>,
+) -> Result<T> {
     let io = |source| EcgError::Io {
         path: path.to_owned(),
         source,
@@ -129,10 +134,21 @@ pub fn parse_header(data: &[u8], path: &Path, delimiter: Option<u8>) -> Result<C
 
 /// Parses CSV bytes (`path` only names the input in errors).
 pub fn parse_csv(data: &[u8], path: &Path, options: &CsvOptions) -> Result<SoaTable> {
+    let (header, selected) = plan(data, path, options)?;
+    rows::parse_rows(data, path, &header, &selected, options)
+}
+
+/// The layout of CSV bytes and the fields `options` select, as [`parse_csv`] reads them
+/// before the rows.
+pub(crate) fn plan(
+    data: &[u8],
+    path: &Path,
+    options: &CsvOptions,
+) -> Result<(CsvHeader, Vec<usize>)> {
     let delimiter = (options.delimiter != SNIFF_DELIMITER).then_some(options.delimiter);
     let header = header::analyze(data, path, delimiter, options.has_header)?;
     let selected = select(&header.names, &options.columns, path)?;
-    rows::parse_rows(data, path, &header, &selected, options)
+    Ok((header, selected))
 }
 
 /// The field index of each requested column: by name first, then as a 0-based index.

@@ -36,7 +36,7 @@ fn lines(chunk: &[u8]) -> impl Iterator<Item = &[u8]> {
         .map(|l| l.strip_suffix(b"\r").unwrap_or(l))
 }
 
-pub(super) fn is_blank(line: &[u8]) -> bool {
+pub(crate) fn is_blank(line: &[u8]) -> bool {
     line.iter().all(u8::is_ascii_whitespace)
 }
 
@@ -83,28 +83,12 @@ pub(super) fn parse_rows(
         .collect();
     let total_rows: usize = counts.iter().map(|c| c.0).sum();
 
-    let mut schema = Schema::builder();
-    let mut seen = std::collections::HashSet::new();
-    for &i in selected {
-        if !seen.insert(names[i].as_str()) {
-            return Err(invalid(
-                "CSV header",
-                format!("{}: column {:?} appears twice", path.display(), names[i]),
-            ));
-        }
-        schema = schema.column(&names[i], DType::F32);
-    }
-    // Field index → the output column it fills, if selected (the selection may be in any
-    // order, so a field's slot is looked up rather than assumed to follow the file's order).
-    let mut slots: Vec<Option<usize>> = vec![None; width];
-    for (slot, &field) in selected.iter().enumerate() {
-        slots[field] = Some(slot);
-    }
+    let fields = Fields::new(header, selected, path)?;
     // SAFETY: the parse below writes every row of every column: each chunk fills exactly its
     // counted rows, a row is accepted only with all `width` fields present, and every
     // selected field has its own slot (duplicates were refused above); on an error the table
     // is dropped unread.
-    let mut table = unsafe { SoaTable::new_uninit(schema.build()?, total_rows)? };
+    let mut table = unsafe { SoaTable::new_uninit(fields.schema.clone(), total_rows)? };
     let mut columns: Vec<&mut [f32]> = table.columns_mut::<f32>()?;
 
     // Split every column into the disjoint row ranges of the chunks.
@@ -127,21 +111,7 @@ pub(super) fn parse_rows(
         })
         .collect();
 
-    // Columns whose unit names a clock format hold times such as `0:00.003`.
-    let clock: Vec<bool> = match &header.units {
-        Some(units) => units.iter().map(|u| is_clock_unit(u)).collect(),
-        None => vec![false; width],
-    };
-    let context = LineContext {
-        path,
-        names,
-        slots: &slots,
-        clock: &clock,
-        width,
-        delimiter: header.delimiter,
-        sniffed: header.delimiter_sniffed,
-        options,
-    };
+    let context = fields.context(path, header, options);
     bounds
         .par_iter()
         .zip(per_chunk.par_iter_mut())
@@ -162,8 +132,71 @@ pub(super) fn parse_rows(
     Ok(table)
 }
 
+/// The output columns of a CSV read and how each field of a line maps to them.
+pub(crate) struct Fields {
+    /// One float32 column per selected field, in the selection's order.
+    pub schema: Schema,
+    /// For each field of a line, the output column it fills (None: not selected).
+    pub slots: Vec<Option<usize>>,
+    /// For each field, whether it holds clock times (its unit says so).
+    clock: Vec<bool>,
+}
+
+impl Fields {
+    /// The columns for the `selected` fields of `header` (refusing a field chosen twice).
+    pub(crate) fn new(header: &CsvHeader, selected: &[usize], path: &Path) -> Result<Fields> {
+        let names = &header.names;
+        let mut schema = Schema::builder();
+        let mut seen = std::collections::HashSet::new();
+        for &i in selected {
+            if !seen.insert(names[i].as_str()) {
+                return Err(invalid(
+                    "CSV header",
+                    format!("{}: column {:?} appears twice", path.display(), names[i]),
+                ));
+            }
+            schema = schema.column(&names[i], DType::F32);
+        }
+        // The selection may be in any order, so a field's slot is looked up rather than
+        // assumed to follow the file's order.
+        let mut slots: Vec<Option<usize>> = vec![None; names.len()];
+        for (slot, &field) in selected.iter().enumerate() {
+            slots[field] = Some(slot);
+        }
+        // Columns whose unit names a clock format hold times such as `0:00.003`.
+        let clock = match &header.units {
+            Some(units) => units.iter().map(|u| is_clock_unit(u)).collect(),
+            None => vec![false; names.len()],
+        };
+        Ok(Fields {
+            schema: schema.build()?,
+            slots,
+            clock,
+        })
+    }
+
+    /// The line parser for these columns.
+    pub(crate) fn context<'a>(
+        &'a self,
+        path: &'a Path,
+        header: &'a CsvHeader,
+        options: &'a CsvOptions,
+    ) -> LineContext<'a> {
+        LineContext {
+            path,
+            names: &header.names,
+            slots: &self.slots,
+            clock: &self.clock,
+            width: header.names.len(),
+            delimiter: header.delimiter,
+            sniffed: header.delimiter_sniffed,
+            options,
+        }
+    }
+}
+
 /// What parsing one line needs to know.
-struct LineContext<'a> {
+pub(crate) struct LineContext<'a> {
     path: &'a Path,
     names: &'a [String],
     /// For each field of a line, the output column it fills (None: not selected).
@@ -180,7 +213,7 @@ struct LineContext<'a> {
 impl LineContext<'_> {
     /// Parses one physical line into row `*row` of `outputs` (advancing it), skipping blank
     /// lines.
-    fn parse_line(
+    pub(crate) fn parse_line(
         &self,
         line: &[u8],
         line_number: usize,

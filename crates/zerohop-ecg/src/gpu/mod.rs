@@ -7,21 +7,21 @@
 //! device), the wavelet's taps, and per compaction one small array of block counts down and
 //! their offsets back up — a few kilobytes against the signal's megabytes.
 
-use std::ffi::{c_void, CString};
-use std::sync::{Arc, Mutex};
+use std::ffi::c_void;
+use std::sync::Arc;
 
 use cudarc::driver::{result, sys};
-use cudarc::nvrtc;
-use zerohop::cuda::{
-    bind, copy_async, synchronize, CudaDeviceResource, TimingEvent, CUDA_ALIGNMENT,
-};
+use zerohop::cuda::{copy_async, synchronize, CudaDeviceResource, TimingEvent, CUDA_ALIGNMENT};
 use zerohop::{Buffer, DType, Device, DeviceKind, Stream, TensorView};
 
 use crate::error::{invalid, Result};
 use crate::segment::{ricker, Params, Segmentation};
 
 mod adaptive;
+pub mod csv;
+mod module;
 pub mod ptx_cache;
+mod staging;
 
 const SOURCE: &str = include_str!("kernels.cu");
 /// Threads per block and elements per thread of the compaction kernels (as in kernels.cu).
@@ -46,7 +46,7 @@ struct Kernels {
     locate_peaks: usize,
 }
 
-static LOADED: Mutex<Vec<(i32, Arc<Kernels>)>> = Mutex::new(Vec::new());
+static LOADED: module::PerDevice<Kernels> = module::PerDevice::new();
 
 fn cuda_error(what: &str, err: impl std::fmt::Debug) -> crate::error::EcgError {
     invalid(&format!("CUDA {what}"), format!("{err:?}"))
@@ -54,74 +54,21 @@ fn cuda_error(what: &str, err: impl std::fmt::Debug) -> crate::error::EcgError {
 
 /// Compiles and loads the kernels for `device` once.
 fn kernels(device: i32) -> Result<Arc<Kernels>> {
-    let mut loaded = LOADED.lock().unwrap_or_else(|p| p.into_inner());
-    if let Some((_, k)) = loaded.iter().find(|(d, _)| *d == device) {
-        return Ok(k.clone());
-    }
-    bind(device)?;
-    // SAFETY: only asks the loader whether libnvrtc can be opened.
-    if !unsafe { nvrtc::sys::is_culib_present() } {
-        return Err(invalid(
-            "CUDA kernels",
-            "NVRTC (libnvrtc.so) was not found; install the CUDA runtime's NVRTC, or call \
-             zerohop.cuda.preload_nvrtc() to load the one pip's nvidia packages ship",
-        ));
-    }
-    let arch = vec!["--gpu-architecture=compute_75".to_string()];
-    let cache = ptx_cache::path(
-        SOURCE,
-        &[arch.as_slice(), &["--fmad=false".into()]].concat(),
-    );
-    let load = |ptx: &str| -> Result<sys::CUmodule> {
-        let image = CString::new(ptx).map_err(|e| cuda_error("PTX", e))?;
-        // SAFETY: a NUL-terminated PTX image; the context is current; the module lives for the
-        // process (never unloaded), so the function handles stay valid.
-        unsafe { result::module::load_data(image.as_ptr() as *const c_void) }
-            .map_err(|e| cuda_error("module load", e))
-    };
-    // A cached PTX that does not load (damaged, or for another driver) is compiled again.
-    let cached = cache.as_deref().and_then(ptx_cache::read);
-    let module = match cached.as_deref().map(load) {
-        Some(Ok(module)) => module,
-        _ => {
-            let options = nvrtc::CompileOptions {
-                // Separate multiply and add: the CPU code does not fuse them either.
-                fmad: Some(false),
-                options: arch,
-                ..Default::default()
-            };
-            let ptx = nvrtc::compile_ptx_with_opts(SOURCE, options)
-                .map_err(|e| cuda_error("kernel compilation", e))?
-                .to_src();
-            let module = load(&ptx)?;
-            if let Some(path) = &cache {
-                ptx_cache::write(path, &ptx);
-            }
-            module
-        }
-    };
-    let function = |name: &str| -> Result<usize> {
-        let name = CString::new(name).map_err(|e| cuda_error("kernel name", e))?;
-        // SAFETY: `module` was just loaded and holds the named kernel.
-        unsafe { result::module::get_function(module, name) }
-            .map(|f| f as usize)
-            .map_err(|e| cuda_error("kernel lookup", e))
-    };
-    let k = Arc::new(Kernels {
-        curvature: function("curvature")?,
-        maxima_shared: function("local_maxima_shared")?,
-        maxima_global: function("local_maxima_global")?,
-        count: function("count_kept")?,
-        scatter: function("scatter_kept")?,
-        lengths: function("lengths_and_keep")?,
-        embed: function("embed")?,
-        squared_slope: function("squared_slope")?,
-        integrate: function("integrate")?,
-        gather_shifted: function("gather_shifted")?,
-        locate_peaks: function("locate_peaks")?,
-    });
-    loaded.push((device, k.clone()));
-    Ok(k)
+    LOADED.get(device, SOURCE, |function| {
+        Ok(Kernels {
+            curvature: function("curvature")?,
+            maxima_shared: function("local_maxima_shared")?,
+            maxima_global: function("local_maxima_global")?,
+            count: function("count_kept")?,
+            scatter: function("scatter_kept")?,
+            lengths: function("lengths_and_keep")?,
+            embed: function("embed")?,
+            squared_slope: function("squared_slope")?,
+            integrate: function("integrate")?,
+            gather_shifted: function("gather_shifted")?,
+            locate_peaks: function("locate_peaks")?,
+        })
+    })
 }
 
 /// A kernel argument: the address of a value the launch copies.
@@ -158,14 +105,19 @@ unsafe fn launch(
     .map_err(|e| cuda_error("kernel launch", e))
 }
 
+/// The device's current zerohop resource, or plain device memory.
+fn device_resource(device: i32) -> Result<Arc<dyn zerohop::MemoryResource>> {
+    Ok(
+        match zerohop::memory::current_resource(Device::cuda(device)) {
+            Some(r) => r,
+            None => Arc::new(CudaDeviceResource::new(device)?),
+        },
+    )
+}
+
 /// A fresh device tensor of `len` elements from the device's current resource.
 fn device_tensor(device: i32, dtype: DType, len: usize, stream: Stream) -> Result<TensorView> {
-    let place = Device::cuda(device);
-    let resource: Arc<dyn zerohop::MemoryResource> = match zerohop::memory::current_resource(place)
-    {
-        Some(r) => r,
-        None => Arc::new(CudaDeviceResource::new(device)?),
-    };
+    let resource = device_resource(device)?;
     let bytes = len * dtype.itemsize();
     let buffer = Buffer::allocate(resource, bytes, CUDA_ALIGNMENT, stream)?;
     Ok(TensorView::from_buffer(buffer, dtype, &[len as i64])?)

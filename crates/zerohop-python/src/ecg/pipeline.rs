@@ -7,6 +7,7 @@ use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use zerohop::DType;
 use zerohop_ecg::csv::{read_csv as read, CsvOptions, EmptyField, NanPolicy};
+use zerohop_ecg::gpu::csv::CsvReport;
 use zerohop_ecg::segment::Params;
 use zerohop_ecg::synth::{generate, score as run_score, write_csv, SynthOptions};
 use zerohop_ecg::EcgError;
@@ -42,18 +43,26 @@ fn parse_empty(empty: Option<&Bound<'_, PyAny>>) -> PyResult<EmptyField> {
 /// wins over index 1); `header`: None detects it; `delimiter`: None sniffs ",", ";" or tab,
 /// or one ASCII character ("tab" too). A units row after the header is skipped (see
 /// `csv_header`). `empty`: "error" (default), "nan", or a number; `nan`: "reject" (default)
-/// or "allow".
+/// or "allow". `device="cuda:N"` reads the file through pinned buffers into device memory
+/// and parses it there (the columns come from the device's current zerohop resource; values
+/// and errors are the CPU reader's, bit for bit), ordered on `stream` (default the legacy
+/// stream) and finished on return. `report=True` returns (table, dict) with the bytes, rows,
+/// lines the host parsed, whether the host parsed the whole file (and why) and step times.
 #[pyfunction]
-#[pyo3(signature = (path, *, columns=None, header=None, delimiter=None, empty=None, nan="reject"))]
-fn read_csv(
-    py: Python<'_>,
+#[pyo3(signature = (path, *, columns=None, header=None, delimiter=None, empty=None, nan="reject", device="cpu", stream=None, report=false))]
+#[allow(clippy::too_many_arguments)]
+fn read_csv<'py>(
+    py: Python<'py>,
     path: PathBuf,
-    columns: Option<Vec<Bound<'_, PyAny>>>,
+    columns: Option<Vec<Bound<'py, PyAny>>>,
     header: Option<bool>,
     delimiter: Option<&str>,
-    empty: Option<&Bound<'_, PyAny>>,
+    empty: Option<&Bound<'py, PyAny>>,
     nan: &str,
-) -> PyResult<PyTable> {
+    device: &str,
+    stream: Option<usize>,
+    report: bool,
+) -> PyResult<Bound<'py, PyAny>> {
     let delimiter = match delimiter {
         None => zerohop_ecg::csv::SNIFF_DELIMITER,
         Some(text) => zerohop_ecg::csv::delimiter_from_str(text).map_err(to_py)?,
@@ -100,8 +109,43 @@ fn read_csv(
         nan,
         columns,
     };
-    let table = py.detach(|| read(&path, &options)).map_err(to_py)?;
-    Ok(PyTable::from_table(table))
+    let place = zerohop::Device::parse(device).map_err(crate::base::errors::to_py)?;
+    let (table, details) = match place.kind {
+        zerohop::DeviceKind::Cpu => {
+            let started = std::time::Instant::now();
+            let table = py.detach(|| read(&path, &options)).map_err(to_py)?;
+            let details = CsvReport {
+                bytes: std::fs::metadata(&path).map_or(0, |m| m.len() as usize),
+                rows: table.len(),
+                timings: vec![("parse on host", started.elapsed().as_secs_f64())],
+                ..Default::default()
+            };
+            (table, details)
+        }
+        zerohop::DeviceKind::Cuda => {
+            let stream = zerohop::Stream(stream.unwrap_or(zerohop::cuda::LEGACY_STREAM.0));
+            let read = py
+                .detach(|| zerohop_ecg::gpu::csv::read_csv_cuda(&path, &options, place.id, stream))
+                .map_err(to_py)?;
+            (read.table, read.report)
+        }
+        _ => {
+            return Err(PyValueError::new_err(format!(
+                "device {device:?} must be 'cpu' or 'cuda:N'"
+            )))
+        }
+    };
+    let table = Bound::new(py, PyTable::from_table(table))?.into_any();
+    if !report {
+        return Ok(table);
+    }
+    let d = PyDict::new(py);
+    d.set_item("bytes", details.bytes)?;
+    d.set_item("rows", details.rows)?;
+    d.set_item("host_lines", details.host_lines)?;
+    d.set_item("fallback", details.fallback)?;
+    d.set_item("timings", details.timings)?;
+    Ok((table, d).into_pyobject(py)?.into_any())
 }
 
 /// The layout of a CSV file, read from its first lines only: a dict with "names" (without

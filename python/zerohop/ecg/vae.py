@@ -11,6 +11,8 @@ import torch
 from torch import nn
 import torch.nn.functional as F
 
+from .adam import Adam
+
 
 class Swish(nn.Module):
     """x · sigmoid(α x) with one learnable α, shared by every layer that uses the instance."""
@@ -192,7 +194,7 @@ def _train(beats, epochs, batch_size, lr, seed, device, progress):
     trained = model if dist is None else torch.nn.parallel.DistributedDataParallel(
         model, device_ids=[torch.device(device).index] if str(device).startswith("cuda")
         else None)
-    optimiser = torch.optim.Adam(model.parameters(), lr=lr)
+    optimiser = Adam(model.parameters(), lr=lr)
     # Everything a step touches lives on the training device: the normalised beats (made once),
     # the indices, and the running loss, read once an epoch, so a step never waits for the host.
     normalised, center, scale = _normalise(parts, device)

@@ -25,7 +25,7 @@ export PYTHONPATH=/tmp/zerohop-site
 # The suites run from a copy of tests/ (with docs/ and the extension's sources, which tests
 # check against) so the repository's python/ folder is not imported.
 rm -rf /tmp/zerohop-run && mkdir -p /tmp/zerohop-run && cp -r tests docs README.md /tmp/zerohop-run/
-cp -r --parents scripts/check-layers.py crates/zerohop-python/src fuzz/seeds/csv_reader /tmp/zerohop-run/
+cp -r --parents scripts/check-layers.py scripts/valgrind-verdict.py crates/zerohop-python/src fuzz/seeds/csv_reader /tmp/zerohop-run/
 T=/tmp/zerohop-run/tests
 status=0
 $PY -m pytest -q -rs -s -p no:cacheprovider $T/gpu 2>&1 | tee "$OUT/pytest-gpu.log" || status=1

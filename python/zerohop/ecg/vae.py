@@ -200,13 +200,17 @@ def _train(beats, epochs, batch_size, lr, seed, device, progress):
     normalised, center, scale = _normalise(parts, device)
     (steps,) = _all_reduce([math.ceil(split / batch_size)], device, op="min")
     train_on_device = train_idx.to(device)
+    # Each epoch's shuffle is drawn where the indices live (the CPU generator on the CPU, so
+    # CPU runs keep their order; a generator of the training device on a GPU).
+    shuffler = generator if torch.device(device).type == "cpu" else \
+        torch.Generator(device=device).manual_seed(seed)
     losses = []
     started = time.perf_counter()
     for epoch in range(epochs):
         trained.train()
         total = torch.zeros((), device=device)
         seen = 0
-        order = train_on_device[torch.randperm(split, generator=generator).to(device)]
+        order = train_on_device[torch.randperm(split, generator=shuffler, device=device)]
         for batch in order.split(batch_size)[:int(steps)]:
             x = normalised.index_select(0, batch).unsqueeze(1)
             recon, mu, logvar = trained(x)

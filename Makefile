@@ -4,6 +4,7 @@
 #   make fuzz   every fuzz target for FUZZ_SECONDS (default 300) each
 #   make demo   the ECG pipeline on the bundled recording (plots + report in out/ecg)
 #   make bench  criterion benches + cross-framework latency table
+#   make test-tch / bench-tch   the `tch` feature in a venv of its own (torch 2.13; see README)
 
 SHELL := /bin/bash
 .SHELLFLAGS := -eu -o pipefail -c
@@ -16,7 +17,7 @@ MATURIN := $(VENV)/bin/maturin
 export VIRTUAL_ENV := $(abspath $(VENV))
 export PATH := $(abspath $(VENV))/bin:$(PATH)
 
-.PHONY: all venv develop test fmt-check clippy doc-check test-rust miri cpp-example pytest stubtest docs valgrind fuzz fuzz-smoke demo bench clean
+.PHONY: all venv develop test fmt-check clippy doc-check test-rust miri cpp-example pytest stubtest docs valgrind fuzz fuzz-smoke demo bench test-tch bench-tch clean
 
 all: test
 
@@ -134,6 +135,30 @@ bench: develop
 	$(PY) bench/ecg_pipeline.py --out bench/results/ecg_pipeline_cpu.md
 	BENCH_DATE=$$(date -u +%F) ZEROHOP_BENCH_OUT=bench/results/memory_pool.md cargo bench -p zerohop --bench memory
 
+# The `tch` feature needs the libtorch its tch release pins (tch 0.26: torch 2.13), which is
+# not the venv's torch, so it has a venv of its own and is not part of `make test` (see the
+# README). torch-sys finds libtorch through that venv's python; the binaries find it at run
+# time through LD_LIBRARY_PATH.
+TCH_VENV := .venv-tch
+TCH_TORCH := 2.13.0
+TCH_ENV = VIRTUAL_ENV=$(abspath $(TCH_VENV)) PATH=$(abspath $(TCH_VENV))/bin:$$PATH \
+  LIBTORCH_USE_PYTORCH=1 \
+  LD_LIBRARY_PATH=$$($(TCH_VENV)/bin/python -W ignore -c 'import os, torch; print(os.path.dirname(torch.__file__))')/lib
+
+$(TCH_VENV)/.installed:
+	$(PYTHON) -m venv $(TCH_VENV)
+	$(TCH_VENV)/bin/python -m pip install -q --upgrade pip
+	$(TCH_VENV)/bin/python -m pip install -q torch==$(TCH_TORCH)
+	touch $@
+
+test-tch: $(TCH_VENV)/.installed
+	$(TCH_ENV) cargo test -p zerohop --features tch --test tch
+	$(TCH_ENV) cargo run -q -p zerohop --features tch --example tch_inference 1000
+	$(TCH_ENV) cargo clippy -p zerohop --features tch --all-targets -- -D warnings
+
+bench-tch: $(TCH_VENV)/.installed
+	$(TCH_ENV) cargo bench -p zerohop --features tch --bench tch_map
+
 clean:
 	cargo clean
-	rm -rf $(VENV)
+	rm -rf $(VENV) $(TCH_VENV)

@@ -14,6 +14,8 @@ pub mod memory;
 #[cfg(feature = "ndarray")]
 pub mod ndarray_views;
 pub mod soa;
+#[cfg(feature = "tch")]
+pub mod tch_tensors;
 pub mod tensor;
 
 pub use buffer::{Buffer, Owner};

@@ -15,10 +15,10 @@ use super::cuda_error;
 use crate::error::{EcgError, Result};
 
 /// Bytes per pinned buffer.
-const CHUNK: usize = 2 << 20;
+const CHUNK: usize = 4 << 20;
 /// Reading threads, each with two buffers: reading from the page cache is the slow side
 /// (a few GB/s per thread), so it gets the parallelism.
-const LANES: usize = 10;
+const LANES: usize = 6;
 
 /// One reading thread's resources (raw driver handles kept as integers, which are `Send`).
 struct Lane {

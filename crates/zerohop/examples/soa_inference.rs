@@ -5,22 +5,15 @@
 //!     cargo run -p zerohop --features ndarray --example soa_inference [ROWS]
 
 use ndarray::{Array1, Array2, Axis, Ix2, Ix3};
-use zerohop::soa::{ComponentOrder, MapOptions, Schema, SoaTable, TensorMap};
-use zerohop::{DType, Result};
+use zerohop::soa::MapOptions;
+use zerohop::Result;
+
+#[path = "shared/tracks.rs"]
+mod tracks;
 
 fn main() -> Result<()> {
-    let rows: usize = std::env::args()
-        .nth(1)
-        .map_or(1000, |n| n.parse().expect("ROWS must be a number"));
-    let schema = Schema::builder()
-        .column("pt", DType::F32)
-        .column("eta", DType::F32)
-        .column("phi", DType::F32)
-        .vector("position", DType::F32, 3)
-        .matrix("covariance", DType::F32, 3, 3, ComponentOrder::RowMajor)
-        .column("score", DType::F32)
-        .build()?;
-    let mut table = SoaTable::new(schema, rows)?;
+    let rows = tracks::rows_from_args();
+    let mut table = tracks::track_table(rows)?;
     let buffer = table.buffer().as_ptr() as usize
         ..table.buffer().as_ptr() as usize + table.layout().total_bytes;
 
@@ -35,11 +28,7 @@ fn main() -> Result<()> {
     table.column_ndarray_mut::<f32>("covariance")?.fill(0.01);
 
     // The map: kin (n, 3), position (n, 3), covariance (n, 3, 3), strides from the layout.
-    let map = TensorMap::builder()
-        .tensor("kin", &["pt", "eta", "phi"])
-        .tensor("position", &["position"])
-        .tensor("covariance", &["covariance"])
-        .build()?;
+    let map = tracks::input_map()?;
     let tensors = map.apply(
         &table,
         MapOptions {

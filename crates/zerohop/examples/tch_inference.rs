@@ -7,22 +7,15 @@
 //!     cargo run -p zerohop --features tch --example tch_inference [ROWS])
 
 use tch::{Kind, Tensor};
-use zerohop::soa::{ComponentOrder, MapOptions, Schema, SoaTable, TensorMap};
-use zerohop::{DType, Result};
+use zerohop::soa::MapOptions;
+use zerohop::Result;
+
+#[path = "shared/tracks.rs"]
+mod tracks;
 
 fn main() -> Result<()> {
-    let rows: usize = std::env::args()
-        .nth(1)
-        .map_or(1000, |n| n.parse().expect("ROWS must be a number"));
-    let schema = Schema::builder()
-        .column("pt", DType::F32)
-        .column("eta", DType::F32)
-        .column("phi", DType::F32)
-        .vector("position", DType::F32, 3)
-        .matrix("covariance", DType::F32, 3, 3, ComponentOrder::RowMajor)
-        .column("score", DType::F32)
-        .build()?;
-    let mut table = SoaTable::new(schema, rows)?;
+    let rows = tracks::rows_from_args();
+    let mut table = tracks::track_table(rows)?;
     for (name, scale) in [("pt", 1.0f32), ("eta", 0.5), ("phi", 0.25)] {
         for (i, v) in table.column_mut::<f32>(name)?.iter_mut().enumerate() {
             *v = scale * (i % 7) as f32;
@@ -36,11 +29,7 @@ fn main() -> Result<()> {
     }
 
     // The map: kin (n, 3), position (n, 3), covariance (n, 3, 3), strides from the layout.
-    let map = TensorMap::builder()
-        .tensor("kin", &["pt", "eta", "phi"])
-        .tensor("position", &["position"])
-        .tensor("covariance", &["covariance"])
-        .build()?;
+    let map = tracks::input_map()?;
     let mapped = map.apply(&table, MapOptions::default())?;
     let mut inputs = Vec::new();
     for t in &mapped {

@@ -6,13 +6,15 @@
 //! therefore bitwise the CPU reader's, and so are its errors (line, column and reason).
 //!
 //! Where the device's row order cannot be kept (a blank line inside the data shifts every row
-//! after it), or most lines need the host (a clock-time column in every row), the whole file
-//! is parsed by the CPU reader and the table copied over once; the report says so.
+//! after it), or more than one line in 32 needs the host (a clock-time column in every row),
+//! the whole file is parsed by the CPU reader and the table copied over once; the report says
+//! so.
 
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Instant;
 
+use cudarc::driver::{result, sys};
 use zerohop::cuda::synchronize;
 use zerohop::soa::{Layout, Schema, SoaTable, SOA_DEFAULT_ALIGNMENT};
 use zerohop::{Buffer, DType, Stream};
@@ -35,6 +37,10 @@ struct CsvKernels {
 }
 
 static LOADED: PerDevice<CsvKernels> = PerDevice::new();
+
+/// Why a file goes to the CPU reader whole when the device leaves it too many lines.
+const TOO_MANY_HOST_LINES: &str = "more than one line in 32 needs the host's parser (clock \
+                                   times, exponents or quoted text in many rows)";
 
 fn kernels(device: i32) -> Result<Arc<CsvKernels>> {
     LOADED.get(device, SOURCE, |function| {
@@ -144,11 +150,21 @@ impl Reader<'_> {
         let resource = device_resource(device)?;
         let tiles = len.div_ceil(TILE);
         let text = Buffer::allocate(resource.clone(), tiles * TILE, 256, stream)?;
+        // The padding after the text reads as zero bytes (never a newline) to the kernels,
+        // which run on `stream` after it.
+        // SAFETY: the padding lies inside `text` (tiles * TILE bytes), on this device.
+        unsafe {
+            result::memset_d8_async(
+                text.as_ptr().add(len) as sys::CUdeviceptr,
+                0,
+                tiles * TILE - len,
+                stream.0 as sys::CUstream,
+            )
+        }
+        .map_err(|e| super::cuda_error("memset", e))?;
         // The reading threads copy on their own streams: whatever `stream` still does with
         // memory the pool just handed out must be over first.
         synchronize(device, stream)?;
-        // SAFETY: the padding after the text lies inside `text` (tiles * TILE bytes).
-        unsafe { zerohop::cuda::memset_zero(device, text.as_ptr().add(len), tiles * TILE - len)? };
         super::staging::upload_file(
             self.file,
             self.path,
@@ -166,10 +182,7 @@ impl Reader<'_> {
         let columns = column_pointers(&table, device, stream)?;
         let Some(host_lines) = self.parse(&k, &text, &starts, lines, &header, &fields, &columns)?
         else {
-            return self.fallback(Some(
-                "most lines need the host's parser (clock times, \
-                                       exponents or quoted text in every row)",
-            ));
+            return self.fallback(Some(TOO_MANY_HOST_LINES));
         };
         self.lap("parse on device");
         self.report.host_lines = host_lines.len();

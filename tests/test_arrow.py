@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 import zerohop
+import zerohop.memory as zm
 
 pa = pytest.importorskip("pyarrow")
 try:
@@ -335,10 +336,26 @@ def test_boolean_columns_are_unpacked_only_as_a_reported_copy():
     with pytest.warns(zerohop.CopyWarning, match="booleans"):
         unpacked = table.column("b", "numpy", copy=True)
     assert unpacked.dtype == np.bool_ and unpacked.tolist() == [True, False, True]
-    assert [item[:2] for item in table.schema] == [("b", "bool"), ("x", "float64")]
     with warnings.catch_warnings():
         warnings.simplefilter("error", zerohop.CopyWarning)
         assert np.from_dlpack(table["x"]).tolist() == [1.0, 2.0, 3.0]
+
+
+def test_the_schema_of_an_arrow_table_is_read_from_its_types_without_a_copy():
+    v = pa.FixedSizeListArray.from_arrays(pa.array(np.arange(6, dtype=np.float32)), 3)
+    m = pa.FixedSizeListArray.from_arrays(
+        pa.FixedSizeListArray.from_arrays(pa.array(np.arange(8, dtype=np.int32)), 2), 2)
+    table = zerohop.from_arrow(pa.table({
+        "b": [True, False], "x": pa.array([1.0, None]), "v": v, "m": m}))
+    counted = zm.Stats(zm.System())
+    zm.set_current(counted)
+    try:
+        assert table.schema == [("b", "bool"), ("x", "float64"), ("v", "float32", 3),
+                                ("m", "int32", (2, 2))]
+        # Unpacking the booleans or filling the nulls would have allocated host memory.
+        assert counted.stats()["total_count"] == 0
+    finally:
+        zm.reset_current()
 
 
 def test_chunked_input_maps_chunk_by_chunk_without_a_copy():

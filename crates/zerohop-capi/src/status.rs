@@ -73,11 +73,7 @@ impl From<zerohop::Error> for Failure {
             E::InvalidArgument { what, .. } if what.starts_with("CUDA") => {
                 zh_status::ZH_DEVICE_ERROR
             }
-            E::InvalidArgument { what, reason }
-                if what == "column" && reason.starts_with("no column") =>
-            {
-                zh_status::ZH_NOT_FOUND
-            }
+            E::NoSuchColumn { .. } => zh_status::ZH_NOT_FOUND,
             _ => zh_status::ZH_INVALID_ARGUMENT,
         };
         Failure {

@@ -46,4 +46,7 @@ pub enum Error {
     NotContiguous(String),
     #[error("export refused: {0}")]
     Export(String),
+    /// A table has no column of this name (`columns`: the names it has, comma-separated).
+    #[error("invalid column: no column named {name:?} (columns: {columns})")]
+    NoSuchColumn { name: String, columns: String },
 }

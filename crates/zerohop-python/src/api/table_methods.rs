@@ -301,14 +301,20 @@ impl PyTable {
             None => {
                 let list = PyList::empty(py);
                 for name in self.storage.column_names() {
-                    // For its dtype and shape only, so a copy (nulls, booleans) does no harm.
-                    let (view, _) = self.storage.column(&name, Some(0.0), true)?;
-                    let dtype = view.dtype().to_string();
-                    let item = match view.shape().len() {
-                        1 => (name.as_str(), dtype).into_pyobject(py)?,
-                        2 => (name.as_str(), dtype, view.shape()[1]).into_pyobject(py)?,
-                        _ => (name.as_str(), dtype, (view.shape()[1], view.shape()[2]))
-                            .into_pyobject(py)?,
+                    let (dtype, inner) = match self.arrow_layout(&name) {
+                        Some(layout) => layout,
+                        None => {
+                            // A type the Arrow schema does not tell (or device storage): the
+                            // column's own tensor tells, even if reading it costs a copy.
+                            let (view, _) = self.storage.column(&name, Some(0.0), true)?;
+                            (view.dtype(), view.shape()[1..].to_vec())
+                        }
+                    };
+                    let dtype = dtype.to_string();
+                    let item = match inner.as_slice() {
+                        [] => (name.as_str(), dtype).into_pyobject(py)?,
+                        [k] => (name.as_str(), dtype, *k).into_pyobject(py)?,
+                        [r, c, ..] => (name.as_str(), dtype, (*r, *c)).into_pyobject(py)?,
                     };
                     list.append(item)?;
                 }
@@ -561,5 +567,25 @@ impl PyTable {
     ) -> PyResult<Bound<'py, PyAny>> {
         crate::protocols::arrow::refuse_unknown_kwargs(kwargs)?;
         self.storage.device_stream_capsule(py, requested_schema)
+    }
+}
+
+impl PyTable {
+    /// The dtype and per-row shape of Arrow column `name`, read from its data type alone
+    /// (nothing copied, booleans and nullable columns included); None for other storage or a
+    /// type that is not a (fixed-size list of) tensor element.
+    fn arrow_layout(&self, name: &str) -> Option<(zerohop::DType, Vec<i64>)> {
+        let Storage::Arrow(batch) = &self.storage else {
+            return None;
+        };
+        let field = batch.schema().field_with_name(name).ok()?.clone();
+        let dtype = zerohop::soa::tensor_dtype_of(field.data_type())?;
+        let mut inner = Vec::new();
+        let mut data_type = field.data_type().clone();
+        while let zerohop::arrow::arrow_schema::DataType::FixedSizeList(child, k) = data_type {
+            inner.push(i64::from(k));
+            data_type = child.data_type().clone();
+        }
+        Some((dtype, inner))
     }
 }

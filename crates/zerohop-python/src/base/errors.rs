@@ -31,7 +31,9 @@ pub fn to_py(err: Error) -> PyErr {
             in_use,
             limit,
         } => limit_error(message, requested, in_use, limit),
-        Error::InvalidArgument { .. } => PyValueError::new_err(message),
+        Error::InvalidArgument { .. } | Error::NoSuchColumn { .. } => {
+            PyValueError::new_err(message)
+        }
         Error::OutOfMemory { .. } => PyMemoryError::new_err(message),
         Error::DTypeMismatch { .. } => PyTypeError::new_err(message),
         Error::UnsupportedDType { .. }

@@ -180,16 +180,14 @@ impl Schema {
         self.by_name
             .get(name)
             .copied()
-            .ok_or_else(|| Error::InvalidArgument {
-                what: "column".into(),
-                reason: format!(
-                    "no column named {name:?} (columns: {})",
-                    self.columns
-                        .iter()
-                        .map(|c| c.name.as_str())
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                ),
+            .ok_or_else(|| Error::NoSuchColumn {
+                name: name.to_owned(),
+                columns: self
+                    .columns
+                    .iter()
+                    .map(|c| c.name.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", "),
             })
     }
 }

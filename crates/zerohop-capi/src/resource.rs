@@ -352,11 +352,7 @@ pub unsafe extern "C" fn zh_cuda_free(
 }
 
 fn framework_resource(device: i32) -> Outcome<Arc<dyn MemoryResource>> {
-    let place = if device < 0 {
-        Device::CPU
-    } else {
-        Device::cuda(device)
-    };
+    let place = Device::from_allocator_index(device);
     current_resource(place).ok_or_else(|| {
         Failure::invalid(format!(
             "no resource is current for {place}: set one with zh_resource_set_current"

@@ -109,6 +109,16 @@ impl Device {
         }
     }
 
+    /// The device a framework's allocator hook names by number (torch's pluggable allocator,
+    /// zerohop's C entry points): a negative number is the host, N is CUDA device N.
+    pub const fn from_allocator_index(index: i32) -> Device {
+        if index < 0 {
+            Device::CPU
+        } else {
+            Device::cuda(index)
+        }
+    }
+
     /// Validates a raw `DLDevice`.
     pub fn from_raw(device_type: i32, id: i32) -> Result<Self> {
         let kind = DeviceKind::from_raw(device_type).ok_or(Error::UnsupportedDevice {
@@ -189,6 +199,14 @@ mod tests {
         assert!(Device::from_raw(5, 0).is_err());
         assert!(Device::from_raw(99, 0).is_err());
         assert!(Device::from_raw(2, -1).is_err());
+    }
+
+    #[test]
+    fn allocator_indices_name_the_host_or_a_cuda_device() {
+        assert_eq!(Device::from_allocator_index(-1), Device::CPU);
+        assert_eq!(Device::from_allocator_index(i32::MIN), Device::CPU);
+        assert_eq!(Device::from_allocator_index(0), Device::cuda(0));
+        assert_eq!(Device::from_allocator_index(5), Device::cuda(5));
     }
 
     #[test]

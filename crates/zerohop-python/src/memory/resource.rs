@@ -548,14 +548,6 @@ fn reset_current(device: &str) -> PyResult<()> {
     Ok(())
 }
 
-fn device_of(device: c_int) -> Device {
-    if device < 0 {
-        Device::CPU
-    } else {
-        Device::cuda(device)
-    }
-}
-
 /// C allocator entry point with the signature torch's `CUDAPluggableAllocator` loads:
 /// `void* alloc(ssize_t size, int device, cudaStream_t stream)`. Device -1 means the host.
 /// Returns NULL when no resource serves `device` or the resource refuses.
@@ -564,7 +556,7 @@ pub extern "C" fn zerohop_malloc(size: isize, device: c_int, stream: *mut c_void
     let Ok(size) = usize::try_from(size) else {
         return std::ptr::null_mut();
     };
-    let Some(resource) = current_resource(device_of(device)) else {
+    let Some(resource) = current_resource(Device::from_allocator_index(device)) else {
         return std::ptr::null_mut();
     };
     let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
@@ -606,7 +598,7 @@ pub unsafe extern "C" fn zerohop_free(
     let (Some(ptr), Ok(size)) = (NonNull::new(ptr as *mut u8), usize::try_from(size)) else {
         return;
     };
-    let Some(resource) = current_resource(device_of(device)) else {
+    let Some(resource) = current_resource(Device::from_allocator_index(device)) else {
         return;
     };
     let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {

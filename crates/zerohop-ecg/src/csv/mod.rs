@@ -20,6 +20,8 @@ use zerohop::soa::SoaTable;
 use crate::error::{invalid, EcgError, Result};
 
 pub use header::CsvHeader;
+// For the GPU reader, which parses the lines the device leaves with this reader's code.
+#[cfg(feature = "cuda")]
 pub(crate) use rows::{is_blank, Fields};
 pub use time::{is_time_axis, time_axis_rate};
 

@@ -53,5 +53,6 @@ def test_training_does_not_import_torch_dynamo():
         "train(torch.randn(64, 64), epochs=1, progress=False, threads=1)\n"
         "assert 'torch._dynamo' not in sys.modules, 'torch._dynamo was imported'\n"
     )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]

@@ -13,7 +13,8 @@ SRC = ROOT / "crates" / "zerohop-python" / "src"
 
 def run(*args):
     return subprocess.run(
-        [sys.executable, str(SCRIPT), *map(str, args)], capture_output=True, text=True
+        [sys.executable, str(SCRIPT), *map(str, args)], capture_output=True, text=True,
+        timeout=120,
     )
 
 

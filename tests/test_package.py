@@ -9,7 +9,7 @@ import zerohop
 
 def run(code):
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          check=True).stdout.strip()
+                          check=True, timeout=300).stdout.strip()
 
 
 def test_submodules_are_attributes_of_the_package():

@@ -127,13 +127,20 @@ def test_another_process_shares_the_memory(shared, method, kind):
     parent, child = ctx.Pipe()
     worker = ctx.Process(target=consume, args=(child,))
     worker.start()
+
+    def answer():
+        # A child that never answers (a forked child can deadlock on a lock another
+        # library's thread held at the fork) fails the test instead of hanging the suite.
+        assert parent.poll(120), f"the {method} child did not answer within 120 s"
+        return parent.recv()
+
     try:
         parent.send(obj)              # multiprocessing pickles it: a handle, no bytes
-        assert parent.recv() == 1.5
+        assert answer() == 1.5
         column[1] = 42.0              # after the hand-off
         parent.send("wrote")
-        assert parent.recv() == 42.0
-        assert parent.recv() == "written"
+        assert answer() == 42.0
+        assert answer() == "written"
         assert column[2] == -7.0      # and the other way round
         parent.send("done")
         worker.join(60)

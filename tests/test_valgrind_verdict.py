@@ -28,7 +28,7 @@ def verdict(tmp_path, text):
     log = tmp_path / "memcheck.log"
     log.write_text(text)
     return subprocess.run([sys.executable, str(SCRIPT), str(log), "test"],
-                          capture_output=True, text=True)
+                          capture_output=True, text=True, timeout=120)
 
 
 def test_runtime_noise_passes(tmp_path):

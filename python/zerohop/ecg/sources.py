@@ -140,19 +140,26 @@ def _rate_from_time(values, units):
 
 def _check_signal(values, column, where):
     finite = values[np.isfinite(values)]
-    if len(finite) == 0:
-        raise EcgInputError(f"{where}: column {column!r} holds no numbers")
-    if float(np.ptp(finite)) == 0.0:
-        raise EcgInputError(f"{where}: column {column!r} is constant ({finite[0]:g}); not an ECG")
-    if is_time_axis(values):
-        raise EcgInputError(
-            f"{where}: column {column!r} increases steadily like a time axis; choose the ECG "
-            f"column with --column")
+    low, high = (float(finite.min()), float(finite.max())) if len(finite) else (None, None)
+    _check_shape_of_signal(low, high, values, column, where)
     bad = np.flatnonzero(~np.isfinite(values))
     if len(bad):
         raise EcgInputError(
             f"{where}: column {column!r} has {len(bad)} missing or non-finite sample(s), the "
             f"first at sample {bad[0]}; fill or drop them first")
+
+
+def _check_shape_of_signal(low, high, head, column, where):
+    """What makes a column no ECG, from its finite range (None: no finite value) and its
+    first values (`is_time_axis` reads 1000): empty, constant, or a time axis."""
+    if low is None:
+        raise EcgInputError(f"{where}: column {column!r} holds no numbers")
+    if low == high:
+        raise EcgInputError(f"{where}: column {column!r} is constant ({low:g}); not an ECG")
+    if is_time_axis(head):
+        raise EcgInputError(
+            f"{where}: column {column!r} increases steadily like a time axis; choose the ECG "
+            f"column with --column")
 
 
 def _from_csv(config, say):
@@ -220,15 +227,8 @@ def _check_device_signal(signal, column, where):
     import torch
 
     t = torch.from_dlpack(signal)
-    if len(t) == 0:
-        raise EcgInputError(f"{where}: column {column!r} holds no numbers")
-    low, high = (float(v) for v in torch.aminmax(t))
-    if low == high:
-        raise EcgInputError(f"{where}: column {column!r} is constant ({low:g}); not an ECG")
-    if is_time_axis(t[:1000].cpu().numpy()):
-        raise EcgInputError(
-            f"{where}: column {column!r} increases steadily like a time axis; choose the ECG "
-            f"column with --column")
+    low, high = (float(v) for v in torch.aminmax(t)) if len(t) else (None, None)
+    _check_shape_of_signal(low, high, t[:1000].cpu().numpy(), column, where)
 
 
 def _record_path(record):

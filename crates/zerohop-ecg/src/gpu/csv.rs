@@ -16,8 +16,8 @@ use std::time::Instant;
 
 use cudarc::driver::{result, sys};
 use zerohop::cuda::synchronize;
-use zerohop::soa::{Layout, Schema, SoaTable, SOA_DEFAULT_ALIGNMENT};
-use zerohop::{Buffer, DType, Stream};
+use zerohop::soa::{Schema, SoaTable, SOA_DEFAULT_ALIGNMENT};
+use zerohop::{Buffer, DType, MemoryResource, Stream};
 
 use super::module::PerDevice;
 use super::{arg, device_resource, download, launch, upload};
@@ -85,6 +85,7 @@ pub fn read_csv_cuda(
         path: path.to_owned(),
         source,
     })?;
+    let resource = device_resource(device)?;
     with_map(path, false, |data| {
         let mut reader = Reader {
             file: &file,
@@ -93,6 +94,7 @@ pub fn read_csv_cuda(
             options,
             device,
             stream,
+            resource,
             report: CsvReport::default(),
             clock: Instant::now(),
         };
@@ -111,6 +113,8 @@ struct Reader<'a> {
     options: &'a CsvOptions,
     device: i32,
     stream: Stream,
+    /// Where the table and the scratch buffers come from: the device's current resource.
+    resource: Arc<dyn MemoryResource>,
     report: CsvReport,
     clock: Instant,
 }
@@ -147,9 +151,8 @@ impl Reader<'_> {
         let len = end - start;
         self.report.bytes = len;
         let k = kernels(device)?;
-        let resource = device_resource(device)?;
         let tiles = len.div_ceil(TILE);
-        let text = Buffer::allocate(resource.clone(), tiles * TILE, 256, stream)?;
+        let text = Buffer::allocate(self.resource.clone(), tiles * TILE, 256, stream)?;
         // The padding after the text reads as zero bytes (never a newline) to the kernels,
         // which run on `stream` after it.
         // SAFETY: the padding lies inside `text` (tiles * TILE bytes), on this device.
@@ -178,7 +181,7 @@ impl Reader<'_> {
         let (starts, lines) = self.line_starts(&k, &text, len, tiles)?;
         self.lap("find lines");
 
-        let mut table = device_table(&fields.schema, lines, &resource, stream)?;
+        let mut table = self.device_table(&fields.schema, lines)?;
         let columns = column_pointers(&table, device, stream)?;
         let Some(host_lines) = self.parse(&k, &text, &starts, lines, &header, &fields, &columns)?
         else {
@@ -189,7 +192,7 @@ impl Reader<'_> {
         if !host_lines.is_empty() {
             match self.host_parse(&k, &host_lines, lines, &header, &fields, &columns)? {
                 Some(trailing_blanks) if trailing_blanks > 0 => {
-                    table = shorter(&table, lines - trailing_blanks, &resource, device, stream)?;
+                    table = self.shorter(&table, lines - trailing_blanks)?;
                 }
                 Some(_) => {}
                 None => return self.fallback(Some("blank lines inside the data")),
@@ -203,8 +206,7 @@ impl Reader<'_> {
     /// The whole file through the CPU reader, copied to the device once.
     fn fallback(&mut self, why: Option<&str>) -> Result<SoaTable> {
         let table = parse_csv(self.data, self.path, self.options)?;
-        let resource = device_resource(self.device)?;
-        let on_device = table.copy_to(resource, self.stream)?;
+        let on_device = table.copy_to(self.resource.clone(), self.stream)?;
         synchronize(self.device, self.stream)?;
         self.report.fallback = why.map(str::to_owned);
         self.lap("host parse + copy to device");
@@ -220,8 +222,7 @@ impl Reader<'_> {
         tiles: usize,
     ) -> Result<(Buffer, usize)> {
         let (device, stream) = (self.device, self.stream);
-        let resource = device_resource(device)?;
-        let counts = Buffer::allocate(resource.clone(), tiles * 8, 256, stream)?;
+        let counts = Buffer::allocate(self.resource.clone(), tiles * 8, 256, stream)?;
         let (mut tp, mut cp) = (text.as_ptr() as u64, counts.as_ptr() as u64);
         // SAFETY: count_newlines(text: u8*, counts: u64*): `tiles` blocks read the padded
         // text and write one count each.
@@ -244,7 +245,7 @@ impl Reader<'_> {
         }
         let lines = newlines as usize + 1;
         let offsets = upload(device, &offsets, DType::U64, stream)?;
-        let starts = Buffer::allocate(resource, (lines + 1) * 8, 256, stream)?;
+        let starts = Buffer::allocate(self.resource.clone(), (lines + 1) * 8, 256, stream)?;
         let (mut ln, mut op, mut nl, mut sp) = (
             len as i64,
             offsets.data_ptr() as u64,
@@ -296,8 +297,7 @@ impl Reader<'_> {
         let slots = upload(device, &slots, DType::I32, stream)?;
         // Up to one line in 32 is left to the host before the whole file is.
         let capacity = (lines / 32).max(1024);
-        let host = device_resource(device)
-            .and_then(|r| Ok(Buffer::allocate(r, capacity * 24, 256, stream)?))?;
+        let host = Buffer::allocate(self.resource.clone(), capacity * 24, 256, stream)?;
         let count = upload(device, &[0u64], DType::U64, stream)?;
         let (mut tp, mut sp, mut nl, mut width, mut delim) = (
             text.as_ptr() as u64,
@@ -431,26 +431,6 @@ impl Reader<'_> {
     }
 }
 
-/// An uninitialised device table of `rows` rows of `schema`.
-fn device_table(
-    schema: &Schema,
-    rows: usize,
-    resource: &Arc<dyn zerohop::MemoryResource>,
-    stream: Stream,
-) -> Result<SoaTable> {
-    let layout = Layout::new(schema, rows, SOA_DEFAULT_ALIGNMENT)?;
-    let alignment = SOA_DEFAULT_ALIGNMENT.max(zerohop::memory::DEFAULT_ALIGNMENT);
-    let buffer = Buffer::allocate(resource.clone(), layout.total_bytes, alignment, stream)?;
-    Ok(SoaTable::over_buffer(
-        schema.clone(),
-        rows,
-        SOA_DEFAULT_ALIGNMENT,
-        buffer,
-        0,
-        rows,
-    )?)
-}
-
 /// The device addresses of the table's columns, in schema order, as a device array.
 fn column_pointers(table: &SoaTable, device: i32, stream: Stream) -> Result<zerohop::TensorView> {
     let pointers = table
@@ -462,23 +442,33 @@ fn column_pointers(table: &SoaTable, device: i32, stream: Stream) -> Result<zero
     upload(device, &pointers, DType::U64, stream)
 }
 
-/// The first `rows` rows of a device table of float32 columns, in a table of that length
-/// (`device` holds both).
-fn shorter(
-    table: &SoaTable,
-    rows: usize,
-    resource: &Arc<dyn zerohop::MemoryResource>,
-    device: i32,
-    stream: Stream,
-) -> Result<SoaTable> {
-    let short = device_table(table.schema(), rows, resource, stream)?;
-    for column in table.schema().columns() {
-        let from = table.column_view(&column.name)?.data_ptr();
-        let to = short.column_view(&column.name)?.data_ptr();
-        // SAFETY: both columns hold at least `rows` float32 values in distinct buffers on
-        // `device`; the old table lives until the stream is synchronised below.
-        unsafe { zerohop::cuda::copy_async(device, to, from, rows * 4, stream)? };
+impl Reader<'_> {
+    /// An uninitialised device table of `rows` rows of `schema`, ordered on the stream.
+    fn device_table(&self, schema: &Schema, rows: usize) -> Result<SoaTable> {
+        // SAFETY: the parse writes every row of every column (the device's lines, then the
+        // host's), or the table is dropped unread on an error.
+        Ok(unsafe {
+            SoaTable::new_uninit_in(
+                schema.clone(),
+                rows,
+                SOA_DEFAULT_ALIGNMENT,
+                self.resource.clone(),
+                self.stream,
+            )
+        }?)
     }
-    synchronize(device, stream)?;
-    Ok(short)
+
+    /// The first `rows` rows of a device table of float32 columns, in a table of that length.
+    fn shorter(&self, table: &SoaTable, rows: usize) -> Result<SoaTable> {
+        let short = self.device_table(table.schema(), rows)?;
+        for column in table.schema().columns() {
+            let from = table.column_view(&column.name)?.data_ptr();
+            let to = short.column_view(&column.name)?.data_ptr();
+            // SAFETY: both columns hold at least `rows` float32 values in distinct buffers on
+            // this device; the old table lives until the stream is synchronised below.
+            unsafe { zerohop::cuda::copy_async(self.device, to, from, rows * 4, self.stream)? };
+        }
+        synchronize(self.device, self.stream)?;
+        Ok(short)
+    }
 }

@@ -43,7 +43,7 @@ impl SoaTable {
         alignment: usize,
         resource: Arc<dyn MemoryResource>,
     ) -> Result<Self> {
-        let table = Self::allocate(schema, rows, alignment, resource)?;
+        let table = Self::allocate(schema, rows, alignment, resource, Stream::HOST)?;
         zero_fill(&table.buffer, table.layout.total_bytes)?;
         Ok(table)
     }
@@ -57,7 +57,24 @@ impl SoaTable {
     /// is shared (padding between columns is never read through the table).
     pub unsafe fn new_uninit(schema: Schema, rows: usize) -> Result<Self> {
         let resource = current_resource(Device::CPU).expect("the host always has a resource");
-        Self::allocate(schema, rows, SOA_DEFAULT_ALIGNMENT, resource)
+        Self::allocate(schema, rows, SOA_DEFAULT_ALIGNMENT, resource, Stream::HOST)
+    }
+
+    /// A table of `rows` rows from `resource` (device memory too) whose memory is *not*
+    /// initialised, allocated in `stream`'s order: for producers that write every element on
+    /// that stream anyway (the GPU CSV reader).
+    ///
+    /// # Safety
+    /// As [`SoaTable::new_uninit`]: every element of every column must be written before
+    /// anything reads it or the table is shared.
+    pub unsafe fn new_uninit_in(
+        schema: Schema,
+        rows: usize,
+        alignment: usize,
+        resource: Arc<dyn MemoryResource>,
+        stream: Stream,
+    ) -> Result<Self> {
+        Self::allocate(schema, rows, alignment, resource, stream)
     }
 
     fn allocate(
@@ -65,12 +82,13 @@ impl SoaTable {
         rows: usize,
         alignment: usize,
         resource: Arc<dyn MemoryResource>,
+        stream: Stream,
     ) -> Result<Self> {
         let layout = Layout::new(&schema, rows, alignment)?;
         // The buffer itself is always cache-line aligned, even when columns pack tightly
         // (alignment = element size), so consumers that want aligned starts get them.
         let base_alignment = alignment.max(crate::memory::DEFAULT_ALIGNMENT);
-        let buffer = Buffer::allocate(resource, layout.total_bytes, base_alignment, Stream::HOST)?;
+        let buffer = Buffer::allocate(resource, layout.total_bytes, base_alignment, stream)?;
         Ok(SoaTable {
             schema: Arc::new(schema),
             layout: Arc::new(layout),

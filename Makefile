@@ -115,8 +115,11 @@ doc-check: venv
 # The C ABI from C and C++: the C smoke test and the libtorch example (examples/cpp), built
 # against the library and include/zerohop.h through pkg-config, run on the CPU, then both
 # again under valgrind's memcheck (errors in zerohop's frames fail it).
+# With a CUDA build of torch, the example is also compiled with its libtorch CUDA allocator hook
+# (the CUDA runtime's headers come from PyPI into target/cuda-include); it runs on the CPU here.
 cpp-example: venv
-	PY=$(PY) bash examples/cpp/run.sh cpu 1000
+	inc=$$(PY=$(PY) bash examples/cpp/cuda-headers.sh target/cuda-include || true); \
+	  PY=$(PY) ZH_CUDA_INCLUDE=$$inc bash examples/cpp/run.sh cpu 1000
 	PY=$(PY) bash scripts/valgrind-capi.sh
 
 test: fmt-check clippy doc-check test-rust miri cpp-example pytest stubtest docs valgrind fuzz-smoke

@@ -6,6 +6,9 @@
 #                cargo build --release -p zerohop --features cuda --example cuda_pool_bench
 #                cp target/release/examples/cuda_pool_bench .carry/   (then carry .carry)
 #                cargo build --release -p zerohop-capi && cp target/release/libzerohop_capi.so .carry/
+#                PY=.venv/bin/python bash examples/cpp/cuda-headers.sh .carry/cuda-include 13.0
+#                  (the CUDA runtime's headers for this machine's torch, cu130: the C++ example
+#                  installs zerohop's pool as libtorch's CUDA allocator with them)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-out/gpu}
@@ -31,9 +34,13 @@ status=0
 $PY -m pytest -q -rs -s -p no:cacheprovider $T/gpu 2>&1 | tee "$OUT/pytest-gpu.log" || status=1
 grep -E "^(FAILED|ERROR)" "$OUT/pytest-gpu.log" || true
 # The C ABI from C++ on the GPU: the table in device memory from a zerohop pool, the
-# TorchScript model on cuda:0 (examples/cpp; compiled here against this machine's libtorch).
+# TorchScript model on cuda:0, libtorch's own CUDA tensors from the same pool (examples/cpp;
+# compiled here against this machine's libtorch).
 if command -v g++ >/dev/null && [ -f .carry/libzerohop_capi.so ]; then
-  PY=$PY ZEROHOP_CAPI_LIB=.carry/libzerohop_capi.so bash examples/cpp/run.sh cuda 100000 2>&1 \
+  inc=$(find .carry/cuda-include -name cuda_runtime_api.h -printf '%h\n' 2>/dev/null | head -1)
+  [ -n "$inc" ] && inc=$PWD/$inc
+  PY=$PY ZH_CUDA_INCLUDE=$inc ZEROHOP_CAPI_LIB=.carry/libzerohop_capi.so \
+    bash examples/cpp/run.sh cuda 100000 2>&1 \
     | tee "$OUT/cpp-example.log" || status=1
 else
   echo "C++ example skipped: no g++ or no .carry/libzerohop_capi.so" | tee "$OUT/cpp-example.log"

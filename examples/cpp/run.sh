@@ -5,6 +5,8 @@
 # With ZEROHOP_CAPI_LIB=FILE it takes that prebuilt libzerohop_capi.so instead of running cargo
 # (the GPU machine has no cargo: gpu-check.sh carries the library and compiles the examples
 # there against that machine's own libtorch). ZEROHOP_PREBUILT=DIR skips every build.
+# With ZH_CUDA_INCLUDE=DIR (the CUDA runtime's headers: examples/cpp/cuda-headers.sh) the example
+# also installs zerohop's pool as libtorch's CUDA allocator on "cuda" (torch_cuda_allocator.cpp).
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 DEVICE=${1:-cpu}
@@ -35,12 +37,19 @@ if [[ -z ${ZEROHOP_PREBUILT:-} ]]; then
   TORCH_INC=(-isystem "$TORCH/include" -isystem "$TORCH/include/torch/csrc/api/include")
   TORCH_LIB=(-L"$TORCH/lib" -ltorch -ltorch_cpu -lc10 -Wl,-rpath,"$TORCH/lib")
 
+  ALLOCATOR=()
+  if [[ -n ${ZH_CUDA_INCLUDE:-} ]]; then
+    ALLOCATOR=(-DZH_TORCH_CUDA_ALLOCATOR -isystem "$ZH_CUDA_INCLUDE"
+      "$ROOT/examples/cpp/torch_cuda_allocator.cpp" -ltorch_cuda -lc10_cuda)
+  fi
+
   echo "== C smoke test (gcc -std=c11, header and library through pkg-config)"
   gcc -std=c11 -Wall -Wextra -Werror -isystem "$TORCH/include" "$ROOT/examples/c/smoke.c" \
     "${ZH_FLAGS[@]}" -Wl,-rpath,"$OUT" -o "$OUT/smoke"
   echo "== C++ example (libtorch from the venv's torch)"
+  echo "   libtorch's CUDA allocator from zerohop: ${ZH_CUDA_INCLUDE:+yes}${ZH_CUDA_INCLUDE:-no (no ZH_CUDA_INCLUDE)}"
   time g++ -std=c++20 -O1 -Wall -Werror "${TORCH_INC[@]}" "$ROOT/examples/cpp/soa_inference.cpp" \
-    "${ZH_FLAGS[@]}" -Wl,-rpath,"$OUT" "${TORCH_LIB[@]}" -o "$OUT/soa_inference"
+    "${ALLOCATOR[@]}" "${ZH_FLAGS[@]}" -Wl,-rpath,"$OUT" "${TORCH_LIB[@]}" -o "$OUT/soa_inference"
   "$PY" "$ROOT/examples/cpp/make_model.py" "$OUT/track_scorer.pt"
   if [[ $DEVICE == bench ]]; then
     g++ -std=c++20 -O2 -Wall -Werror "${TORCH_INC[@]}" "$ROOT/examples/cpp/map_bench.cpp" \

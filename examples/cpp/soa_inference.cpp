@@ -7,7 +7,10 @@
 // Every hand-off is checked: each at::Tensor's data pointer must lie in the table's one
 // buffer, with the strides zerohop computed; the score column must hold what the model said.
 // On "cuda" the table lives in device memory from a zerohop pool and the pool's statistics
-// show that nothing went through host memory. Exits 0 when every check passes.
+// show that nothing went through host memory. Built with ZH_TORCH_CUDA_ALLOCATOR (run.sh does
+// when the CUDA runtime's headers are at hand), libtorch's own CUDA tensors come from that pool
+// too: one pool for the host framework's tables and for libtorch. Exits 0 when every check
+// passes.
 
 #include <ATen/DLConvertor.h>
 #include <torch/script.h>
@@ -18,6 +21,9 @@
 #include <vector>
 
 #include "zerohop.h"
+#ifdef ZH_TORCH_CUDA_ALLOCATOR
+#include "torch_cuda_allocator.h"
+#endif
 
 namespace {
 
@@ -42,6 +48,12 @@ at::Tensor column(const zh_table* table, const char* name) {
   DLManagedTensorVersioned* managed = nullptr;
   must(zh_table_column(table, name, &managed), name);
   return at::fromDLPackVersioned(managed);
+}
+
+zh_statistics statistics(const zh_resource* stats) {
+  zh_statistics counted{};
+  must(zh_resource_statistics(stats, &counted), "zh_resource_statistics");
+  return counted;
 }
 
 bool inside(const at::Tensor& t, const zh_table_info& info) {
@@ -76,6 +88,11 @@ int main(int argc, char** argv) {
     must(zh_resource_cuda_device(0, &upstream), "zh_resource_cuda_device");
     must(zh_resource_pool(upstream, 64 << 20, 0, &pool), "zh_resource_pool");
     must(zh_resource_stats(pool, &stats), "zh_resource_stats");
+#ifdef ZH_TORCH_CUDA_ALLOCATOR
+    // Before libtorch's first CUDA tensor: from here on it allocates from the counted pool.
+    must(zh_resource_set_current(stats), "zh_resource_set_current");
+    check(install_zerohop_cuda_allocator(), "libtorch's CUDA allocator is zerohop's pool");
+#endif
   }
   zh_table* table = nullptr;
   must(zh_table_new(schema, rows, 128, stats, &table), "zh_table_new");
@@ -143,11 +160,29 @@ int main(int argc, char** argv) {
   check(null_table == ZH_INVALID_ARGUMENT, std::string("a NULL table is refused: ") + zh_last_error());
 
   if (on_cuda) {
-    zh_statistics counted{};
-    must(zh_resource_statistics(stats, &counted), "zh_resource_statistics");
+    const zh_statistics counted = statistics(stats);
+#ifdef ZH_TORCH_CUDA_ALLOCATOR
+    // A tensor libtorch makes is counted by the pool while it lives, and given back after.
+    const int64_t probe_bytes = 4 << 20;
+    {
+      const at::Tensor probe = torch::empty({probe_bytes}, options.dtype(torch::kUInt8));
+      const zh_statistics with_probe = statistics(stats);
+      check(with_probe.total_count == counted.total_count + 1 &&
+                with_probe.current_bytes >= counted.current_bytes + probe_bytes,
+            "a tensor libtorch makes comes from the pool (" +
+                std::to_string(with_probe.current_bytes - counted.current_bytes) + " bytes)");
+    }
+    check(statistics(stats).current_bytes == counted.current_bytes,
+          "and goes back to it when it dies");
+    check(counted.total_count > 1,
+          "libtorch's weights, intermediates and outputs came from the pool too (" +
+              std::to_string(counted.total_count - 1) + " allocations beside the table, peak " +
+              std::to_string(counted.peak_bytes) + " bytes)");
+#else
     check(counted.total_count == 1 && counted.current_bytes == info.nbytes,
           "the pool served the table and nothing else (" + std::to_string(counted.current_bytes) +
               " bytes)");
+#endif
   }
 
   // The table handle may go first: the views keep its memory alive.

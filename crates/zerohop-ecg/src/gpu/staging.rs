@@ -12,13 +12,30 @@ use cudarc::driver::{result, sys};
 use zerohop::cuda::bind;
 
 use super::cuda_error;
-use crate::error::{EcgError, Result};
+use crate::error::{invalid, EcgError, Result};
 
 /// Bytes per pinned buffer.
 const CHUNK: usize = 4 << 20;
 /// Reading threads, each with two buffers: reading from the page cache is the slow side
-/// (a few GB/s per thread), so it gets the parallelism.
+/// (a few GB/s per thread), so it gets the parallelism. `ZEROHOP_CSV_READERS` overrides it
+/// (read when a device's staging is first made) for storage that wants more or fewer.
 const LANES: usize = 6;
+const LANES_VARIABLE: &str = "ZEROHOP_CSV_READERS";
+const MAX_LANES: usize = 64;
+
+/// The number of reading threads `value` (the variable's text, if set) asks for.
+fn lanes_from(value: Option<&str>) -> Result<usize> {
+    let Some(text) = value else {
+        return Ok(LANES);
+    };
+    match text.trim().parse::<usize>() {
+        Ok(n) if (1..=MAX_LANES).contains(&n) => Ok(n),
+        _ => Err(invalid(
+            LANES_VARIABLE,
+            format!("{text:?}: expected a whole number of reading threads from 1 to {MAX_LANES}"),
+        )),
+    }
+}
 
 /// One reading thread's resources (raw driver handles kept as integers, which are `Send`).
 struct Lane {
@@ -39,9 +56,10 @@ fn staging(device: i32) -> Result<Arc<Staging>> {
     if let Some(s) = all.iter().find(|s| s.device == device) {
         return Ok(s.clone());
     }
+    let count = lanes_from(std::env::var(LANES_VARIABLE).ok().as_deref())?;
     bind(device)?;
-    let mut lanes = Vec::with_capacity(LANES);
-    for _ in 0..LANES {
+    let mut lanes = Vec::with_capacity(count);
+    for _ in 0..count {
         let mut lane = Lane {
             buffers: [0; 2],
             events: [0; 2],
@@ -150,4 +168,23 @@ fn copy_lane_chunks(
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reading_threads_default_and_override() {
+        assert_eq!(lanes_from(None).unwrap(), LANES);
+        assert_eq!(lanes_from(Some("10")).unwrap(), 10);
+        assert_eq!(lanes_from(Some(" 1 ")).unwrap(), 1);
+        for bad in ["0", "65", "-3", "six", ""] {
+            let message = lanes_from(Some(bad)).unwrap_err().to_string();
+            assert!(
+                message.contains(LANES_VARIABLE) && message.contains(&format!("{bad:?}")),
+                "{message}"
+            );
+        }
+    }
 }

@@ -28,6 +28,7 @@ import time
 from pathlib import Path
 
 RATE = 250.0
+READERS = (2, 4, 6, 10, 16)
 
 
 def zerohop_stages(ecg, torch, csv, device):
@@ -113,10 +114,25 @@ def run_reference(csv, mode):
     return times, shape, pool.total_bytes(), None
 
 
+def run_csv_readers(csv, mode):
+    """The warm CSV read to device memory alone, with the reading threads `mode` names."""
+    os.environ["ZEROHOP_CSV_READERS"] = mode.rsplit("-", 1)[1]
+    import zerohop.ecg as ecg
+
+    for _ in range(2):                           # the first read pins and loads; the second counts
+        t = time.perf_counter()
+        _, report = ecg.read_csv(csv, device="cuda:0", report=True)
+        seconds = time.perf_counter() - t
+    return {"load CSV": seconds}, (), 0, report
+
+
 def child(which, csv):
     import resource
 
-    run = run_reference if which.startswith("reference") else run_zerohop
+    if which.startswith("csv-readers-"):
+        run = run_csv_readers
+    else:
+        run = run_reference if which.startswith("reference") else run_zerohop
     times, shape, device_peak, report = run(csv, which)
     host_peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     print(json.dumps({"times": times, "shape": shape, "device": device_peak, "host": host_peak,
@@ -129,8 +145,19 @@ def measure(which, csv):
     return best_fresh_run(__file__, which, csv)
 
 
+def report_stages(report):
+    """The (stage, seconds) rows of a job's report.md."""
+    rows = []
+    for line in report.read_text().split("## Stages", 1)[1].split("\n## ", 1)[0].splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) == 3 and cells[1].replace(".", "", 1).isdigit():
+            rows.append((cells[0], float(cells[1])))
+    return rows
+
+
 def whole_job(csv, device, runs=2):
-    """Wall seconds of `python -m zerohop.ecg` on the CSV, 2 epochs, no plots (best of runs)."""
+    """Wall seconds of `python -m zerohop.ecg` on the CSV, 2 epochs, no plots, and the stage
+    times its report gives (the best of `runs`)."""
     best = None
     for _ in range(runs):
         with tempfile.TemporaryDirectory() as out:
@@ -140,9 +167,25 @@ def whole_job(csv, device, runs=2):
                  "--method", "blog", "--device", device, "--epochs", "2", "--no-plots",
                  "--no-progress", "--out", out], capture_output=True, text=True)
             wall = time.perf_counter() - t
-        if done.returncode != 0:
-            raise SystemExit(f"the whole job on {device} failed:\n{done.stderr[-4000:]}")
-        best = wall if best is None else min(best, wall)
+            if done.returncode != 0:
+                raise SystemExit(f"the whole job on {device} failed:\n{done.stderr[-4000:]}")
+            stages = report_stages(Path(out) / "report.md")
+        if best is None or wall < best[0]:
+            best = (wall, stages)
+    return best
+
+
+def import_seconds(module, runs=2):
+    """Seconds a fresh interpreter takes to start and import `module` (best of `runs`)."""
+    code = "import time, sys; t = time.perf_counter(); import %s; print(time.perf_counter() - t)"
+    best = None
+    for _ in range(runs):
+        t = time.perf_counter()
+        done = subprocess.run([sys.executable, "-c", code % module], capture_output=True,
+                              text=True, check=True)
+        wall, inside = time.perf_counter() - t, float(done.stdout.split()[-1])
+        if best is None or wall < best[0]:
+            best = (wall, inside)
     return best
 
 
@@ -169,6 +212,8 @@ def main():
         runs = {which: measure(which, csv) for which in
                 ("reference", "zerohop", "zerohop-cpu", "reference-cold", "zerohop-cold")}
         jobs = {device: whole_job(csv, device) for device in ("cuda", "cpu")}
+        readers = {n: measure(f"csv-readers-{n}", csv) for n in READERS}
+        imports = {m: import_seconds(m) for m in ("torch", "zerohop.ecg")}
     ref, zh, cpu = runs["reference"], runs["zerohop"], runs["zerohop-cpu"]
     report = zh["report"]
     csv_gbs = report["bytes"] / zh["times"]["load CSV"] / 1e9
@@ -214,14 +259,40 @@ def main():
         f"{warm:.1f}× the reference, {vs_cpu:.1f}× zerohop CPU | ≥ 15×, ≥ 5× |",
         f"| cold, fresh process (CUDA init, no imports) | {total(runs['reference-cold']):.3f} | "
         f"{total(runs['zerohop-cold']):.3f} | — | {cold:.1f}× | ≥ 3× |",
-        f"| whole job (`python -m zerohop.ecg`, 2 epochs, no plots) | — | {jobs['cuda']:.2f} | "
-        f"{jobs['cpu']:.2f} | {jobs['cpu'] / jobs['cuda']:.1f}× zerohop CPU | ≤ 3 s |",
+        f"| whole job (`python -m zerohop.ecg`, 2 epochs, no plots) | — | {jobs['cuda'][0]:.2f} | "
+        f"{jobs['cpu'][0]:.2f} | {jobs['cpu'][0] / jobs['cuda'][0]:.1f}× zerohop CPU | ≤ 3 s |",
         f"| CSV read | {size / ref['times']['load CSV'] / 1e9:.2f} GB/s (to host) | "
         f"{csv_gbs:.2f} GB/s (to device) | {size / cpu['times']['load CSV'] / 1e9:.2f} GB/s "
         "(to host) | | ≥ 10 GB/s |",
         "",
         "The reference has no whole job of its own (the blog trains in a notebook); the whole "
         "job is compared with zerohop's own CPU run.",
+        "",
+        "## Where the whole job's time goes (GPU, best run)",
+        "",
+        "| part | seconds |",
+        "|---|---|",
+        f"| a fresh interpreter importing torch (alone: {imports['torch'][0]:.2f} s wall) | "
+        f"{imports['torch'][1]:.2f} |",
+        f"| importing zerohop.ecg (alone, fresh: {imports['zerohop.ecg'][0]:.2f} s wall) | "
+        f"{imports['zerohop.ecg'][1]:.2f} |",
+    ]
+    job_wall, job_stages = jobs["cuda"]
+    lines += [f"| stage: {name} | {seconds:.3f} |" for name, seconds in job_stages]
+    rest = job_wall - imports["torch"][0] - sum(seconds for _, seconds in job_stages)
+    lines += [
+        f"| the rest (CUDA set-up, model set-up, evaluation, report) | {rest:.2f} |",
+        f"| **whole job** | **{job_wall:.2f}** |",
+        "",
+        "## CSV to device memory by reading threads (`ZEROHOP_CSV_READERS`, default 6; warm)",
+        "",
+        "| threads | " + " | ".join(str(n) for n in READERS) + " |",
+        "|---|" + "---|" * len(READERS),
+        "| ms | " + " | ".join(f"{readers[n]['times']['load CSV'] * 1000:.1f}" for n in READERS)
+        + " |",
+        "| GB/s | " + " | ".join(
+            f"{report['bytes'] / readers[n]['times']['load CSV'] / 1e9:.1f}" for n in READERS)
+        + " |",
     ]
     text = "\n".join(lines)
     print(text)

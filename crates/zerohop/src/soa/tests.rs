@@ -552,3 +552,83 @@ fn an_empty_table_maps_every_spec_form_like_an_empty_slice() {
         .unwrap();
     assert_eq!(m[0].view.shape(), &[0, 1]);
 }
+
+/// Host memory that remembers how each block was asked for.
+#[derive(Debug, Default)]
+struct RecordingResource {
+    asked: std::sync::Mutex<Vec<(usize, usize, crate::memory::Stream)>>,
+    system: crate::memory::SystemResource,
+}
+
+impl crate::memory::MemoryResource for RecordingResource {
+    fn allocate(
+        &self,
+        bytes: usize,
+        align: usize,
+        stream: crate::memory::Stream,
+    ) -> crate::error::Result<std::ptr::NonNull<u8>> {
+        self.asked.lock().unwrap().push((bytes, align, stream));
+        self.system.allocate(bytes, align, stream)
+    }
+    unsafe fn deallocate(
+        &self,
+        ptr: std::ptr::NonNull<u8>,
+        bytes: usize,
+        align: usize,
+        stream: crate::memory::Stream,
+    ) {
+        // SAFETY: forwarded unchanged; the block came from `allocate` above.
+        unsafe { self.system.deallocate(ptr, bytes, align, stream) }
+    }
+    fn device(&self) -> crate::device::Device {
+        crate::device::Device::CPU
+    }
+}
+
+#[test]
+fn uninit_tables_come_from_the_given_resource_in_the_stream_order_asked() {
+    let resource = std::sync::Arc::new(RecordingResource::default());
+    let rows = 5;
+    // SAFETY: only column "x" is ever read, after all of it is written.
+    let mut t = unsafe {
+        SoaTable::new_uninit_in(
+            sample_schema(),
+            rows,
+            64,
+            resource.clone(),
+            crate::memory::Stream(7),
+        )
+    }
+    .unwrap();
+    let layout = Layout::new(&sample_schema(), rows, 64).unwrap();
+    assert_eq!(
+        *resource.asked.lock().unwrap(),
+        vec![(
+            layout.total_bytes,
+            crate::memory::DEFAULT_ALIGNMENT,
+            crate::memory::Stream(7)
+        )]
+    );
+    assert_eq!(t.layout(), &layout);
+    assert_eq!(t.len(), rows);
+    for column in sample_schema().columns() {
+        let view = t.column_view(&column.name).unwrap();
+        assert_eq!((view.data_ptr() as usize) % 64, 0, "{}", column.name);
+    }
+    let x = t.column_mut::<f32>("x").unwrap();
+    x.copy_from_slice(&[1.0, 2.0, 3.0, 4.0, 5.0]);
+    assert_eq!(t.column::<f32>("x").unwrap(), &[1.0, 2.0, 3.0, 4.0, 5.0]);
+    // A bad alignment is an error before anything is allocated.
+    // SAFETY: no table is made, so nothing can be read.
+    let refused = unsafe {
+        SoaTable::new_uninit_in(
+            sample_schema(),
+            rows,
+            3,
+            resource.clone(),
+            crate::memory::Stream(7),
+        )
+    };
+    assert!(refused.is_err());
+    assert_eq!(resource.asked.lock().unwrap().len(), 1);
+}

@@ -27,6 +27,7 @@ TORCH_INDEX ?=
 INSTALL_TORCH = $(if $(TORCH_INDEX),$(PY) -m pip install -q torch --index-url $(TORCH_INDEX))
 
 $(VENV)/.installed: requirements-dev.txt requirements-demo.txt requirements-docs.txt
+	bash scripts/check-disk.sh . 22 "make test (the venv and cargo's target folder)"
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(INSTALL_TORCH)
@@ -35,6 +36,7 @@ $(VENV)/.installed: requirements-dev.txt requirements-demo.txt requirements-docs
 
 # The demo needs only the ECG job's packages; a venv made for the tests has them too.
 $(VENV)/.demo-installed: requirements-demo.txt
+	bash scripts/check-disk.sh . 8 "make demo (torch and the ECG job's packages)"
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(INSTALL_TORCH)

@@ -17,6 +17,7 @@ pub mod soa;
 #[cfg(feature = "tch")]
 pub mod tch_tensors;
 pub mod tensor;
+mod tensor_dims;
 
 pub use buffer::{Buffer, Owner};
 pub use device::{Device, DeviceKind};

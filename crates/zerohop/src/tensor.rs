@@ -11,6 +11,7 @@ use crate::device::Device;
 use crate::dtype::{DType, Element};
 use crate::error::{Error, Result};
 use crate::memory::DEFAULT_ALIGNMENT;
+use crate::tensor_dims::Dims;
 
 /// The most dimensions a tensor may have (NumPy's limit); guards against hostile `ndim`.
 pub const MAX_NDIM: usize = 64;
@@ -20,8 +21,7 @@ pub const MAX_NDIM: usize = 64;
 pub struct TensorView {
     data: *mut u8,
     dtype: DType,
-    shape: Vec<i64>,
-    strides: Vec<i64>,
+    dims: Dims,
     device: Device,
     owner: Owner,
     readonly: bool,
@@ -189,8 +189,7 @@ impl TensorView {
         Ok(TensorView {
             data: buffer.as_ptr(),
             dtype,
-            shape: shape.to_vec(),
-            strides,
+            dims: Dims::new(shape, &strides),
             device: buffer.device(),
             owner: Arc::new(buffer),
             readonly: false,
@@ -243,12 +242,29 @@ impl TensorView {
         owner: Owner,
         readonly: bool,
     ) -> Result<Self> {
-        validate_layout(data, dtype, &shape, &strides)?;
+        // SAFETY: the caller's contract, passed on.
+        unsafe { Self::from_raw_dims(data, dtype, &shape, &strides, device, owner, readonly) }
+    }
+
+    /// [`TensorView::from_raw_parts`] over borrowed shape and strides: nothing is allocated
+    /// for up to four dimensions (the per-event path of tensor maps).
+    ///
+    /// # Safety
+    /// As [`TensorView::from_raw_parts`].
+    pub(crate) unsafe fn from_raw_dims(
+        data: *mut u8,
+        dtype: DType,
+        shape: &[i64],
+        strides: &[i64],
+        device: Device,
+        owner: Owner,
+        readonly: bool,
+    ) -> Result<Self> {
+        validate_layout(data, dtype, shape, strides)?;
         Ok(TensorView {
             data,
             dtype,
-            shape,
-            strides,
+            dims: Dims::new(shape, strides),
             device,
             owner,
             readonly,
@@ -262,13 +278,13 @@ impl TensorView {
         self.dtype
     }
     pub fn shape(&self) -> &[i64] {
-        &self.shape
+        self.dims.shape()
     }
     pub fn strides(&self) -> &[i64] {
-        &self.strides
+        self.dims.strides()
     }
     pub fn ndim(&self) -> usize {
-        self.shape.len()
+        self.dims.ndim()
     }
     pub fn device(&self) -> Device {
         self.device
@@ -281,7 +297,7 @@ impl TensorView {
     }
     pub fn numel(&self) -> usize {
         // Validated at construction, so the product cannot overflow.
-        self.shape.iter().map(|&n| n as usize).product()
+        self.shape().iter().map(|&n| n as usize).product()
     }
     pub fn nbytes(&self) -> usize {
         self.numel() * self.dtype.itemsize()
@@ -317,7 +333,7 @@ impl TensorView {
             return true;
         }
         let mut expected = 1i64;
-        for (&n, &s) in self.shape.iter().zip(&self.strides).rev() {
+        for (&n, &s) in self.shape().iter().zip(self.strides()).rev() {
             if n != 1 && s != expected {
                 return false;
             }
@@ -333,9 +349,9 @@ impl TensorView {
             return true;
         }
         let mut axes: Vec<(i64, i64)> = self
-            .shape
+            .shape()
             .iter()
-            .zip(&self.strides)
+            .zip(self.strides())
             .filter(|(&n, _)| n != 1)
             .map(|(&n, &s)| (s, n))
             .collect();
@@ -351,9 +367,9 @@ impl TensorView {
     }
 
     pub fn has_negative_strides(&self) -> bool {
-        self.strides
+        self.strides()
             .iter()
-            .zip(&self.shape)
+            .zip(self.shape())
             .any(|(&s, &n)| s < 0 && n > 1)
     }
 
@@ -370,7 +386,7 @@ impl TensorView {
     /// Elements `start, start+step, …` below `stop` along `axis` (`step` ≥ 1), sharing memory.
     pub fn slice_axis(&self, axis: usize, start: i64, stop: i64, step: i64) -> Result<Self> {
         self.check_axis(axis)?;
-        let extent = self.shape[axis];
+        let extent = self.shape()[axis];
         if step < 1 || start < 0 || stop < start || stop > extent {
             return Err(Error::InvalidArgument {
                 what: "slice".into(),
@@ -379,10 +395,12 @@ impl TensorView {
         }
         let mut out = self.clone();
         let len = (stop - start + step - 1) / step;
-        out.shape[axis] = len;
-        out.strides[axis] = self.strides[axis] * step;
+        let stride = self.strides()[axis];
+        let (shape, strides) = out.dims.parts_mut();
+        shape[axis] = len;
+        strides[axis] = stride * step;
         if len > 0 {
-            let bytes = start * self.strides[axis] * self.dtype.itemsize() as i64;
+            let bytes = start * stride * self.dtype.itemsize() as i64;
             out.data = self.data.wrapping_offset(bytes as isize);
         }
         Ok(out)
@@ -392,12 +410,12 @@ impl TensorView {
     pub fn flip(&self, axis: usize) -> Result<Self> {
         self.check_axis(axis)?;
         let mut out = self.clone();
-        let n = self.shape[axis];
+        let (n, stride) = (self.shape()[axis], self.strides()[axis]);
         if n > 1 {
-            let bytes = (n - 1) * self.strides[axis] * self.dtype.itemsize() as i64;
+            let bytes = (n - 1) * stride * self.dtype.itemsize() as i64;
             out.data = self.data.wrapping_offset(bytes as isize);
         }
-        out.strides[axis] = -self.strides[axis];
+        out.dims.parts_mut().1[axis] = -stride;
         Ok(out)
     }
 
@@ -406,16 +424,16 @@ impl TensorView {
         self.check_axis(a)?;
         self.check_axis(b)?;
         let mut out = self.clone();
-        out.shape.swap(a, b);
-        out.strides.swap(a, b);
+        let (shape, strides) = out.dims.parts_mut();
+        shape.swap(a, b);
+        strides.swap(a, b);
         Ok(out)
     }
 
     /// The sub-tensor at `index` along `axis`, one dimension fewer, sharing memory.
     pub fn select(&self, axis: usize, index: i64) -> Result<Self> {
         let mut out = self.slice_axis(axis, index, index + 1, 1)?;
-        out.shape.remove(axis);
-        out.strides.remove(axis);
+        out.dims = out.dims.without(axis);
         Ok(out)
     }
 
@@ -450,7 +468,8 @@ impl TensorView {
         if !self.is_contiguous() {
             return Err(Error::NotContiguous(format!(
                 "shape {:?} strides {:?}",
-                self.shape, self.strides
+                self.shape(),
+                self.strides()
             )));
         }
         Ok(())
@@ -492,7 +511,7 @@ impl TensorView {
         self.check_typed_host::<T>()?;
         let mut out = Vec::with_capacity(self.numel());
         let base = self.data as *const T;
-        for_each_offset(&self.shape, &self.strides, |offset| {
+        for_each_offset(self.shape(), self.strides(), |offset| {
             // SAFETY: every offset the layout produces was validated to lie inside memory the
             // owner keeps alive; alignment was checked above and strides are whole elements.
             out.push(unsafe { base.offset(offset as isize).read() });
@@ -514,21 +533,24 @@ impl TensorView {
                 return Err(Error::NotHostAccessible { device: t.device });
             }
         }
-        if self.dtype != src.dtype || self.shape != src.shape {
+        if self.dtype != src.dtype || self.shape() != src.shape() {
             return Err(Error::InvalidArgument {
                 what: "copy source".into(),
                 reason: format!(
                     "{} {:?} does not match the destination {} {:?}",
-                    src.dtype, src.shape, self.dtype, self.shape
+                    src.dtype,
+                    src.shape(),
+                    self.dtype,
+                    self.shape()
                 ),
             });
         }
         let item = self.dtype.itemsize() as isize;
         let mut src_offsets = Vec::with_capacity(src.numel());
-        for_each_offset(&src.shape, &src.strides, |o| src_offsets.push(o));
+        for_each_offset(src.shape(), src.strides(), |o| src_offsets.push(o));
         let mut next = src_offsets.into_iter();
         let (dst, from) = (self.data, src.data as *const u8);
-        for_each_offset(&self.shape, &self.strides, |o| {
+        for_each_offset(self.shape(), self.strides(), |o| {
             let s = next.next().expect("same shape, same element count");
             // SAFETY: both offsets lie inside validated layouts; the caller rules out
             // overlap and concurrent access.
@@ -557,10 +579,10 @@ impl TensorView {
             });
         }
         let item = self.dtype.itemsize();
-        let mut out = TensorView::zeros(self.dtype, &self.shape)?;
+        let mut out = TensorView::zeros(self.dtype, self.shape())?;
         let mut dst = out.data;
         let src = self.data as *const u8;
-        for_each_offset(&self.shape, &self.strides, |offset| {
+        for_each_offset(self.shape(), self.strides(), |offset| {
             // SAFETY: source offsets lie inside the validated layout; the destination walks a
             // fresh buffer of exactly numel * item bytes, one element per visited offset.
             unsafe {
@@ -582,8 +604,8 @@ impl fmt::Debug for TensorView {
         f.debug_struct("TensorView")
             .field("data", &self.data)
             .field("dtype", &self.dtype.to_string())
-            .field("shape", &self.shape)
-            .field("strides", &self.strides)
+            .field("shape", &self.shape())
+            .field("strides", &self.strides())
             .field("device", &self.device.to_string())
             .field("readonly", &self.readonly)
             .finish()

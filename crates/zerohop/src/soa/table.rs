@@ -320,29 +320,34 @@ impl SoaTable {
         let col = self.layout.column(index);
         let n = self.len as i64;
         let s = col.pitch as i64;
-        let (shape, strides) = match col.kind {
-            ColumnKind::TableScalar => (vec![], vec![]),
-            ColumnKind::Column => (vec![n], vec![1]),
-            ColumnKind::Vector(k) => (vec![n, k as i64], vec![1, s]),
+        let (shape, strides, ndim) = match col.kind {
+            ColumnKind::TableScalar => ([0; 3], [0; 3], 0),
+            ColumnKind::Column => ([n, 0, 0], [1, 0, 0], 1),
+            ColumnKind::Vector(k) => ([n, k as i64, 0], [1, s, 0], 2),
             ColumnKind::Matrix { rows, cols, .. } => {
                 let (rs, cs) = matrix_strides(col.kind, s);
-                (vec![n, rows as i64, cols as i64], vec![1, rs, cs])
+                ([n, rows as i64, cols as i64], [1, rs, cs], 3)
             }
         };
-        self.view_of(self.component_ptr(index, 0), col.dtype, shape, strides)
+        self.view_of(
+            self.component_ptr(index, 0),
+            col.dtype,
+            &shape[..ndim],
+            &strides[..ndim],
+        )
     }
 
     pub(crate) fn view_of(
         &self,
         data: *mut u8,
         dtype: crate::dtype::DType,
-        shape: Vec<i64>,
-        strides: Vec<i64>,
+        shape: &[i64],
+        strides: &[i64],
     ) -> Result<TensorView> {
         // SAFETY: `data`, `shape` and `strides` stay inside this table's buffer (callers build
         // them from the layout), which the view keeps alive through its owner.
         unsafe {
-            TensorView::from_raw_parts(
+            TensorView::from_raw_dims(
                 data,
                 dtype,
                 shape,

@@ -143,10 +143,12 @@ impl TensorMap {
 
     /// The tensors of `table`, in this map's order.
     pub fn apply(&self, table: &SoaTable, options: MapOptions) -> Result<Vec<MappedTensor>> {
-        self.groups
-            .iter()
-            .map(|g| map_group(table, g, options))
-            .collect()
+        // Sized up front: collecting through `Result` would regrow (and move) the vector.
+        let mut tensors = Vec::with_capacity(self.groups.len());
+        for group in &self.groups {
+            tensors.push(map_group(table, group, options)?);
+        }
+        Ok(tensors)
     }
 }
 
@@ -155,11 +157,22 @@ fn map_group(table: &SoaTable, group: &Group, options: MapOptions) -> Result<Map
         what: format!("tensor {:?} (columns {:?})", group.name, group.columns),
         reason,
     };
-    let indices = group
-        .columns
-        .iter()
-        .map(|c| table.schema().index_of(c))
-        .collect::<Result<Vec<_>>>()?;
+    // Small groups (nearly all) resolve their columns on the stack: no allocation per event.
+    let mut inline = [0usize; 8];
+    let resolved: Vec<usize>;
+    let indices: &[usize] = if group.columns.len() <= inline.len() {
+        for (slot, c) in inline.iter_mut().zip(group.columns.iter()) {
+            *slot = table.schema().index_of(c)?;
+        }
+        &inline[..group.columns.len()]
+    } else {
+        resolved = group
+            .columns
+            .iter()
+            .map(|c| table.schema().index_of(c))
+            .collect::<Result<Vec<_>>>()?;
+        &resolved
+    };
     let first = table.layout().column(indices[0]);
     for &i in &indices[1..] {
         let col = table.layout().column(i);
@@ -185,42 +198,41 @@ fn map_group(table: &SoaTable, group: &Group, options: MapOptions) -> Result<Map
     let step = if single {
         Some(s)
     } else {
-        let offsets: Vec<i64> = indices
-            .iter()
-            .map(|&i| table.layout().column(i).offset as i64 / item)
-            .collect();
-        let d = offsets[1] - offsets[0];
+        let offset = |i: usize| table.layout().column(indices[i]).offset as i64 / item;
+        let d = offset(1) - offset(0);
         if n == 0 && first.kind != ColumnKind::TableScalar {
             // No rows, no bytes: every column sits at the same offset, and any stride
             // describes an empty tensor. Use the one a non-empty table would have had.
             Some(s.max(1))
         } else {
-            (d > 0 && offsets.windows(2).all(|w| w[1] - w[0] == d)).then_some(d)
+            (d > 0 && (1..indices.len()).all(|i| offset(i) - offset(i - 1) == d)).then_some(d)
         }
     };
     // Per-row shape and strides of one column of the group.
-    let (inner_shape, inner_strides, row_stride): (Vec<i64>, Vec<i64>, i64) = match first.kind {
-        ColumnKind::TableScalar => (vec![], vec![], 0),
-        ColumnKind::Column => (vec![], vec![], 1),
-        ColumnKind::Vector(r) => (vec![r as i64], vec![s], 1),
+    let (inner_shape, inner_strides, inner, row_stride) = match first.kind {
+        ColumnKind::TableScalar => ([0; 2], [0; 2], 0, 0),
+        ColumnKind::Column => ([0; 2], [0; 2], 0, 1),
+        ColumnKind::Vector(r) => ([r as i64, 0], [s, 0], 1, 1),
         ColumnKind::Matrix { rows, cols, .. } => {
             let (rs, cs) = matrix_strides(first.kind, s);
-            (vec![rows as i64, cols as i64], vec![rs, cs], 1)
+            ([rows as i64, cols as i64], [rs, cs], 2, 1)
         }
     };
     // Plain columns and scalars keep the k axis even for one column, as CMS does.
     let keep_k = !single || matches!(first.kind, ColumnKind::Column | ColumnKind::TableScalar);
-    // Room for (n, k, R, C): no regrowth on the per-event path.
-    let mut shape = Vec::with_capacity(4);
-    let mut strides = Vec::with_capacity(4);
-    shape.push(n);
-    strides.push(row_stride);
+    // (n, [k,] inner…) on the stack: at most four dimensions, nothing allocated per event.
+    let (mut shape, mut strides, mut ndim) = ([0i64; 4], [0i64; 4], 1);
+    shape[0] = n;
+    strides[0] = row_stride;
     if keep_k {
-        shape.push(k);
-        strides.push(step.unwrap_or(s));
+        shape[1] = k;
+        strides[1] = step.unwrap_or(s);
+        ndim = 2;
     }
-    shape.extend(&inner_shape);
-    strides.extend(&inner_strides);
+    shape[ndim..ndim + inner].copy_from_slice(&inner_shape[..inner]);
+    strides[ndim..ndim + inner].copy_from_slice(&inner_strides[..inner]);
+    ndim += inner;
+    let (shape, strides) = (&shape[..ndim], &strides[..ndim]);
 
     let materialize = first.kind == ColumnKind::TableScalar && group.materialize_scalars;
     if let (Some(_), false) = (step, materialize) {
@@ -251,7 +263,7 @@ fn map_group(table: &SoaTable, group: &Group, options: MapOptions) -> Result<Map
              distances) in the schema, or allow a copy (copy=True)"
         )));
     }
-    let view = gather(table, &indices, first.dtype, &shape)?;
+    let view = gather(table, indices, first.dtype, shape)?;
     Ok(MappedTensor {
         name: group.name.clone(),
         columns: group.columns.clone(),

@@ -1,0 +1,64 @@
+//! The per-event cost of a tensor map: 64 single-column groups (the C++ and tch benches'
+//! table), and the CMS-like track map (a 3-column group, a vector, a matrix).
+
+use std::hint::black_box;
+
+use criterion::{criterion_group, criterion_main, Criterion};
+use zerohop::soa::{ComponentOrder, MapOptions, Schema, SoaTable, TensorMap};
+use zerohop::DType;
+
+fn sixty_four_columns(rows: usize) -> (SoaTable, TensorMap) {
+    let mut schema = Schema::builder();
+    let mut map = TensorMap::builder();
+    for c in 0..64 {
+        let name = format!("c{c}");
+        schema = schema.column(&name, DType::F32);
+        map = map.tensor(&name, &[name.as_str()]);
+    }
+    let table = SoaTable::new(schema.build().unwrap(), rows).unwrap();
+    (table, map.build().unwrap())
+}
+
+fn tracks(rows: usize) -> (SoaTable, TensorMap) {
+    let schema = Schema::builder()
+        .column("pt", DType::F32)
+        .column("eta", DType::F32)
+        .column("phi", DType::F32)
+        .vector("position", DType::F32, 3)
+        .matrix("covariance", DType::F32, 3, 3, ComponentOrder::RowMajor)
+        .build()
+        .unwrap();
+    let map = TensorMap::builder()
+        .tensor("kin", &["pt", "eta", "phi"])
+        .tensor("position", &["position"])
+        .tensor("covariance", &["covariance"])
+        .build()
+        .unwrap();
+    (SoaTable::new(schema, rows).unwrap(), map)
+}
+
+fn bench_tensor_map(c: &mut Criterion) {
+    let mut group = c.benchmark_group("tensor map apply, 1000 rows");
+    for (name, (table, map)) in [
+        ("64 single columns", sixty_four_columns(1000)),
+        ("tracks: kin, position, covariance", tracks(1000)),
+    ] {
+        group.bench_function(name, |b| {
+            b.iter(|| black_box(map.apply(black_box(&table), MapOptions::default()).unwrap()))
+        });
+    }
+    group.finish();
+}
+
+fn config() -> Criterion {
+    Criterion::default()
+        .warm_up_time(std::time::Duration::from_millis(500))
+        .measurement_time(std::time::Duration::from_secs(2))
+}
+
+criterion_group! {
+    name = benches;
+    config = config();
+    targets = bench_tensor_map
+}
+criterion_main!(benches);

@@ -68,6 +68,31 @@ typedef struct zh_table zh_table;
 // The tensors of one map applied to one table (opaque).
 typedef struct zh_tensors zh_tensors;
 
+// Tensor `index` of a `zh_tensors`, described without making an owner (see
+// `zh_tensors_view`): what a framework needs to build its own view over memory it already
+// holds, e.g. one libtorch storage for the whole table (`zh_table_export`) shared by every
+// tensor of an event instead of one DLPack deleter each.
+typedef struct zh_tensor_view {
+  // The first element (a device address for device tables).
+  void *data;
+  int32_t ndim;
+  // `ndim` sizes and strides (in elements), valid while the `zh_tensors` handle lives.
+  const int64_t *shape;
+  const int64_t *strides;
+  // DLPack's DLDataType: type code, bits and lanes.
+  uint8_t dtype_code;
+  uint8_t dtype_bits;
+  uint16_t dtype_lanes;
+  // DLPack device type (1: CPU, 2: CUDA, 3: CUDA host) and id.
+  int32_t device_type;
+  int32_t device_id;
+  // A copy (ZH_MAP_ALLOW_COPY) in memory of its own, not in the table's buffer: export it
+  // with `zh_tensors_export`, which carries that memory's owner.
+  bool copied;
+  // Mapped with ZH_MAP_READONLY (or from a read-only table): the consumer must not write.
+  bool readonly;
+} zh_tensor_view;
+
 // What a `Stats` adaptor has counted.
 typedef struct zh_statistics {
   // Bytes allocated through the adaptor and not yet freed.
@@ -170,6 +195,15 @@ bool zh_tensors_copied(const struct zh_tensors *tensors, uintptr_t index);
 // # Safety
 // `tensors` must be a live handle or NULL; `out` writable.
 enum zh_status zh_tensors_export(const struct zh_tensors *tensors, uintptr_t index, DLManagedTensorVersioned **out);
+
+// Describes tensor `index` in `*out` (pointer, shape, strides, dtype, device) without making
+// an owner: the memory stays the table's, so the description is only good while the table
+// (or a tensor exported from it) lives, and `shape`/`strides` while `tensors` does.
+// ZH_NOT_FOUND for an index out of range.
+//
+// # Safety
+// `tensors` must be a live handle or NULL; `out` writable or NULL.
+enum zh_status zh_tensors_view(const struct zh_tensors *tensors, uintptr_t index, struct zh_tensor_view *out);
 
 // Host memory from the system allocator (the default host resource).
 //
@@ -335,6 +369,15 @@ enum zh_status zh_table_get_info(const struct zh_table *table, struct zh_table_i
 // # Safety
 // `table` must be a live handle or NULL; `name` NUL-terminated or NULL; `out` writable.
 enum zh_status zh_table_column(const struct zh_table *table, const char *name, DLManagedTensorVersioned **out);
+
+// Exports the table's whole buffer (padding included) as a 1-D uint8 DLPack tensor of
+// `zh_table_info.nbytes` bytes: one owner for every view of the table. A framework that keeps
+// it (libtorch: one storage) can build each mapped tensor (`zh_tensors_view`) over it at an
+// offset, instead of taking one managed tensor per column. Read-only for a read-only table.
+//
+// # Safety
+// `table` must be a live handle or NULL; `out` writable.
+enum zh_status zh_table_export(const struct zh_table *table, DLManagedTensorVersioned **out);
 
 // Copies the DLPack tensor `src` into column `name` (a model's outputs landing in the
 // table): same dtype and shape as `zh_table_column` gives for that column, any strides on

@@ -1,7 +1,7 @@
 //! `zh_tensors`: a table's columns as tensors, picked, grouped and ordered by a spec, with
 //! shapes and strides computed so every tensor is a view of the table's buffer.
 
-use std::ffi::{c_char, CString};
+use std::ffi::{c_char, c_void, CString};
 use std::sync::Arc;
 
 use zerohop::dlpack::ffi::DLManagedTensorVersioned;
@@ -29,6 +29,33 @@ pub struct zh_map {
 pub struct zh_tensors {
     tensors: Vec<MappedTensor>,
     names: Arc<[CString]>,
+}
+
+/// Tensor `index` of a `zh_tensors`, described without making an owner (see
+/// `zh_tensors_view`): what a framework needs to build its own view over memory it already
+/// holds, e.g. one libtorch storage for the whole table (`zh_table_export`) shared by every
+/// tensor of an event instead of one DLPack deleter each.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct zh_tensor_view {
+    /// The first element (a device address for device tables).
+    pub data: *mut c_void,
+    pub ndim: i32,
+    /// `ndim` sizes and strides (in elements), valid while the `zh_tensors` handle lives.
+    pub shape: *const i64,
+    pub strides: *const i64,
+    /// DLPack's DLDataType: type code, bits and lanes.
+    pub dtype_code: u8,
+    pub dtype_bits: u8,
+    pub dtype_lanes: u16,
+    /// DLPack device type (1: CPU, 2: CUDA, 3: CUDA host) and id.
+    pub device_type: i32,
+    pub device_id: i32,
+    /// A copy (ZH_MAP_ALLOW_COPY) in memory of its own, not in the table's buffer: export it
+    /// with `zh_tensors_export`, which carries that memory's owner.
+    pub copied: bool,
+    /// Mapped with ZH_MAP_READONLY (or from a read-only table): the consumer must not write.
+    pub readonly: bool,
 }
 
 /// Parses "name: col, col; name2: col; col3": groups separated by ';', each a tensor name, a
@@ -247,6 +274,50 @@ pub unsafe extern "C" fn zh_tensors_export(
         )?;
         // SAFETY: checked non-NULL above.
         unsafe { *out = managed.as_ptr() };
+        Ok(())
+    })
+}
+
+/// Describes tensor `index` in `*out` (pointer, shape, strides, dtype, device) without making
+/// an owner: the memory stays the table's, so the description is only good while the table
+/// (or a tensor exported from it) lives, and `shape`/`strides` while `tensors` does.
+/// ZH_NOT_FOUND for an index out of range.
+///
+/// # Safety
+/// `tensors` must be a live handle or NULL; `out` writable or NULL.
+#[no_mangle]
+pub unsafe extern "C" fn zh_tensors_view(
+    tensors: *const zh_tensors,
+    index: usize,
+    out: *mut zh_tensor_view,
+) -> zh_status {
+    guard(|| {
+        out_param(out, "out")?;
+        // SAFETY: per the contract.
+        let t = unsafe { handle(tensors, "tensors") }?;
+        let mapped = t.tensors.get(index).ok_or_else(|| {
+            Failure::not_found(format!(
+                "tensor index {index} is out of range ({} tensors)",
+                t.tensors.len()
+            ))
+        })?;
+        let view = &mapped.view;
+        let (dtype, device) = (view.dtype(), view.device());
+        let described = zh_tensor_view {
+            data: view.data_ptr().cast(),
+            ndim: view.ndim() as i32,
+            shape: view.shape().as_ptr(),
+            strides: view.strides().as_ptr(),
+            dtype_code: dtype.code as u8,
+            dtype_bits: dtype.bits,
+            dtype_lanes: dtype.lanes,
+            device_type: device.kind as i32,
+            device_id: device.id,
+            copied: mapped.copied,
+            readonly: view.is_readonly(),
+        };
+        // SAFETY: checked non-NULL above.
+        unsafe { *out = described };
         Ok(())
     })
 }

@@ -8,7 +8,7 @@ use zerohop::dlpack::ffi::DLManagedTensorVersioned;
 use zerohop::dlpack::{export_versioned, import_versioned, ExportOptions};
 use zerohop::memory::current_resource;
 use zerohop::soa::{SoaTable, SOA_DEFAULT_ALIGNMENT};
-use zerohop::{Device, TensorView};
+use zerohop::{DType, Device, TensorView};
 
 use crate::resource::zh_resource;
 use crate::schema::zh_schema;
@@ -134,6 +134,34 @@ pub unsafe extern "C" fn zh_table_column(
         let name = unsafe { text(name, "column name") }?;
         let view = t.column_view(name)?;
         let managed = export_versioned(&view, ExportOptions::default())?;
+        // SAFETY: checked non-NULL above.
+        unsafe { *out = managed.as_ptr() };
+        Ok(())
+    })
+}
+
+/// Exports the table's whole buffer (padding included) as a 1-D uint8 DLPack tensor of
+/// `zh_table_info.nbytes` bytes: one owner for every view of the table. A framework that keeps
+/// it (libtorch: one storage) can build each mapped tensor (`zh_tensors_view`) over it at an
+/// offset, instead of taking one managed tensor per column. Read-only for a read-only table.
+///
+/// # Safety
+/// `table` must be a live handle or NULL; `out` writable.
+#[no_mangle]
+pub unsafe extern "C" fn zh_table_export(
+    table: *const zh_table,
+    out: *mut *mut DLManagedTensorVersioned,
+) -> zh_status {
+    guard(|| {
+        out_param(out, "out")?;
+        // SAFETY: per the contract.
+        let t = &unsafe { handle(table, "table") }?.table;
+        let nbytes = t.layout().total_bytes;
+        let mut whole = TensorView::from_buffer(t.buffer().clone(), DType::U8, &[nbytes as i64])?;
+        if t.is_readonly() {
+            whole = whole.into_readonly();
+        }
+        let managed = export_versioned(&whole, ExportOptions::default())?;
         // SAFETY: checked non-NULL above.
         unsafe { *out = managed.as_ptr() };
         Ok(())

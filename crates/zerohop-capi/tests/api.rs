@@ -478,3 +478,104 @@ fn version_strings() {
     assert_eq!(zh_dlpack_version(), 103);
     let _: *const c_char = zh_last_error();
 }
+
+#[test]
+fn views_describe_the_mapped_tensors_inside_the_exported_buffer() {
+    let rows = 5;
+    let table = track_table(rows);
+    let i = info(table);
+    // SAFETY: live handles; every export is taken (deleter run) once; the descriptions are
+    // read while `tensors` and the buffer's export live.
+    unsafe {
+        let mut whole = null_mut();
+        assert_eq!(zh_table_export(table, &mut whole), zh_status::ZH_OK);
+        zh_table_free(table); // the export owns the memory from here on
+        let t = &(*whole).dl_tensor;
+        assert_eq!((t.ndim, t.dtype.code, t.dtype.bits), (1, 1, 8), "uint8");
+        assert_eq!(*t.shape as usize, i.nbytes);
+        assert_eq!(t.data as usize, i.data as usize);
+        assert_eq!((*whole).flags & DLPACK_FLAG_BITMASK_READ_ONLY, 0);
+        let bytes = std::slice::from_raw_parts_mut(t.data as *mut u8, i.nbytes);
+        bytes.fill(7); // still the table's memory after the handle went: no UB
+        assert!(bytes.iter().all(|&b| b == 7));
+        ((*whole).deleter.unwrap())(whole);
+    }
+    let table = track_table(rows);
+    let i = info(table);
+    // SAFETY: as above.
+    unsafe {
+        let mut whole = null_mut();
+        assert_eq!(zh_table_export(table, &mut whole), zh_status::ZH_OK);
+        let mut tensors = null_mut();
+        // "odd" lists its columns out of order, so strides cannot describe it: a copy.
+        let spec = c("kin: pt, eta, phi; covariance; odd: pt, phi, eta");
+        assert_eq!(
+            zh_table_map(
+                table,
+                spec.as_ptr(),
+                ZH_MAP_READONLY | ZH_MAP_ALLOW_COPY,
+                &mut tensors
+            ),
+            zh_status::ZH_OK
+        );
+        for k in 0..2 {
+            let mut v = std::mem::MaybeUninit::<zh_tensor_view>::uninit();
+            assert_eq!(
+                zh_tensors_view(tensors, k, v.as_mut_ptr()),
+                zh_status::ZH_OK
+            );
+            let v = v.assume_init();
+            let n = v.ndim as usize;
+            let shape = std::slice::from_raw_parts(v.shape, n).to_vec();
+            let strides = std::slice::from_raw_parts(v.strides, n).to_vec();
+            let mut m = null_mut();
+            assert_eq!(zh_tensors_export(tensors, k, &mut m), zh_status::ZH_OK);
+            let (s, st, data, _) = take(m);
+            assert_eq!(
+                (shape, strides, v.data as usize),
+                (s, st, data),
+                "tensor {k}"
+            );
+            assert_eq!(
+                (v.dtype_code, v.dtype_bits, v.dtype_lanes),
+                (2, 32, 1),
+                "float32"
+            );
+            assert_eq!((v.device_type, v.device_id), (1, 0));
+            assert!(v.readonly && !v.copied);
+            let offset = v.data as usize - i.data as usize;
+            assert!(
+                offset < i.nbytes && offset.is_multiple_of(4),
+                "inside the buffer, whole floats"
+            );
+        }
+        let mut v = std::mem::MaybeUninit::<zh_tensor_view>::uninit();
+        assert_eq!(
+            zh_tensors_view(tensors, 2, v.as_mut_ptr()),
+            zh_status::ZH_OK
+        );
+        let copy = v.assume_init();
+        let at = copy.data as usize;
+        assert!(copy.copied && (at < i.data as usize || at >= i.data as usize + i.nbytes));
+        assert_eq!(
+            zh_tensors_view(tensors, 3, v.as_mut_ptr()),
+            zh_status::ZH_NOT_FOUND
+        );
+        assert!(last_error().contains("out of range"), "{}", last_error());
+        assert_eq!(
+            zh_tensors_view(null(), 0, v.as_mut_ptr()),
+            zh_status::ZH_INVALID_ARGUMENT
+        );
+        assert_eq!(
+            zh_tensors_view(tensors, 0, null_mut()),
+            zh_status::ZH_INVALID_ARGUMENT
+        );
+        assert_eq!(
+            zh_table_export(null(), &mut whole),
+            zh_status::ZH_INVALID_ARGUMENT
+        );
+        zh_tensors_free(tensors);
+        zh_table_free(table);
+        ((*whole).deleter.unwrap())(whole);
+    }
+}

@@ -1,7 +1,8 @@
 // The per-event cost of handing a 64-column SoA table to libtorch as 64 tensors, side by side
-// in one run: zerohop's C ABI (map + 64 DLPack exports + at::fromDLPackVersioned) against
-// 64 torch::from_blob calls on precomputed addresses and strides (what a hand-written
-// interface such as CMS's does). Prints a Markdown table; median of repeats.
+// in one run: zerohop's C ABI (map + 64 DLPack exports + at::fromDLPackVersioned), the same
+// map as 64 tensors over one shared storage (zerohop_torch.h: one DLPack export of the table's
+// buffer), and 64 torch::from_blob calls on precomputed addresses and strides (what a
+// hand-written interface such as CMS's does). Prints a Markdown table; median of repeats.
 //
 //   map_bench [ROWS] [ITERATIONS]
 
@@ -12,10 +13,12 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
 #include <string>
 #include <vector>
 
 #include "zerohop.h"
+#include "zerohop_torch.h"
 
 namespace {
 
@@ -26,18 +29,26 @@ void must(zh_status status, const char* call) {
   }
 }
 
-template <class F>
-double median_us(F&& body, int iterations, int repeats = 9) {
-  std::vector<double> runs;
-  body();  // warm-up
-  for (int r = 0; r < repeats; ++r) {
-    auto start = std::chrono::steady_clock::now();
-    for (int i = 0; i < iterations; ++i) body();
-    std::chrono::duration<double, std::micro> took = std::chrono::steady_clock::now() - start;
-    runs.push_back(took.count() / iterations);
+// Median µs per call of each body, measured in interleaved rounds (every body once per round)
+// so that a noisy neighbour slows all of them alike instead of whichever ran at that moment.
+std::vector<double> median_us(const std::vector<std::function<void()>>& bodies, int iterations,
+                              int rounds = 15) {
+  std::vector<std::vector<double>> runs(bodies.size());
+  for (const auto& body : bodies) body();  // warm-up
+  for (int r = 0; r < rounds; ++r) {
+    for (size_t b = 0; b < bodies.size(); ++b) {
+      auto start = std::chrono::steady_clock::now();
+      for (int i = 0; i < iterations; ++i) bodies[b]();
+      std::chrono::duration<double, std::micro> took = std::chrono::steady_clock::now() - start;
+      runs[b].push_back(took.count() / iterations);
+    }
   }
-  std::sort(runs.begin(), runs.end());
-  return runs[runs.size() / 2];
+  std::vector<double> medians;
+  for (auto& times : runs) {
+    std::sort(times.begin(), times.end());
+    medians.push_back(times[times.size() / 2]);
+  }
+  return medians;
 }
 
 }  // namespace
@@ -77,6 +88,20 @@ int main(int argc, char** argv) {
     out.clear();
   };
 
+  auto shared_storage = [&] {
+    zh_tensors* tensors = nullptr;
+    must(zh_map_apply(map, table, &tensors), "zh_map_apply");
+    zerohop_torch::append_tensors(table, tensors, out);
+    zh_tensors_free(tensors);
+    out.clear();
+  };
+
+  auto map_alone = [&] {
+    zh_tensors* tensors = nullptr;
+    must(zh_map_apply(map, table, &tensors), "zh_map_apply");
+    zh_tensors_free(tensors);
+  };
+
   // The baseline: addresses and strides worked out once, then only from_blob per event.
   std::vector<void*> addresses;
   zh_tensors* once = nullptr;
@@ -95,12 +120,14 @@ int main(int argc, char** argv) {
     out.clear();
   };
 
-  const double zh = median_us(through_zerohop, iterations);
-  const double blob = median_us(from_blob, iterations);
+  const auto us = median_us({through_zerohop, shared_storage, from_blob, map_alone}, iterations);
+  const double zh = us[0], shared = us[1], blob = us[2], alone = us[3];
   std::printf("| %d columns × %zu rows → %d at::Tensor | µs per event |\n|---|---|\n", columns, rows, columns);
   std::printf("| zerohop C ABI: zh_map_apply + 64 × (zh_tensors_export + at::fromDLPackVersioned) | %.2f |\n", zh);
+  std::printf("| zerohop C ABI, one shared storage: zh_map_apply + zh_table_export + 64 × (zh_tensors_view + TensorImpl) | %.2f |\n", shared);
   std::printf("| 64 × torch::from_blob on precomputed addresses (no ownership, no validation) | %.2f |\n", blob);
-  std::printf("| ratio zerohop / from_blob | %.2f× |\n", zh / blob);
+  std::printf("| of which zerohop's map alone: zh_map_apply + zh_tensors_free | %.2f |\n", alone);
+  std::printf("| ratio zerohop / from_blob | %.2f× (shared storage: %.2f×) |\n", zh / blob, shared / blob);
   zh_map_free(map);
   zh_table_free(table);
   return 0;

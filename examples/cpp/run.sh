@@ -47,7 +47,11 @@ if [[ -z ${ZEROHOP_PREBUILT:-} ]]; then
   gcc -std=c11 -Wall -Wextra -Werror -isystem "$TORCH/include" "$ROOT/examples/c/smoke.c" \
     "${ZH_FLAGS[@]}" -Wl,-rpath,"$OUT" -o "$OUT/smoke"
   echo "== C++ example (libtorch from the venv's torch)"
-  echo "   libtorch's CUDA allocator from zerohop: ${ZH_CUDA_INCLUDE:+yes}${ZH_CUDA_INCLUDE:-no (no ZH_CUDA_INCLUDE)}"
+  if [[ -n ${ZH_CUDA_INCLUDE:-} ]]; then
+    echo "   with libtorch's CUDA allocator hook (CUDA headers: $ZH_CUDA_INCLUDE)"
+  else
+    echo "   without libtorch's CUDA allocator hook (no ZH_CUDA_INCLUDE)"
+  fi
   time g++ -std=c++20 -O1 -Wall -Werror "${TORCH_INC[@]}" "$ROOT/examples/cpp/soa_inference.cpp" \
     "${ALLOCATOR[@]}" "${ZH_FLAGS[@]}" -Wl,-rpath,"$OUT" "${TORCH_LIB[@]}" -o "$OUT/soa_inference"
   "$PY" "$ROOT/examples/cpp/make_model.py" "$OUT/track_scorer.pt"

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "zerohop.h"
+#include "zerohop_torch.h"
 #ifdef ZH_TORCH_CUDA_ALLOCATOR
 #include "torch_cuda_allocator.h"
 #endif
@@ -129,6 +130,18 @@ int main(int argc, char** argv) {
     check(!zh_tensors_copied(tensors, i), name + ": not a copy");
     inputs.emplace_back(t);
   }
+  // The same tensors sharing one libtorch storage that owns the table (zerohop_torch.h):
+  // identical views, one DLPack deleter for all of them.
+  std::vector<at::Tensor> shared;
+  zerohop_torch::append_tensors(table, tensors, shared);
+  bool same = shared.size() == inputs.size();
+  for (size_t i = 0; same && i < shared.size(); ++i) {
+    const at::Tensor& dl = inputs[i].toTensor();
+    same = shared[i].data_ptr() == dl.data_ptr() && shared[i].strides() == dl.strides() &&
+           shared[i].sizes() == dl.sizes() && shared[i].dtype() == dl.dtype() &&
+           shared[i].device() == dl.device() && shared[i].storage().is_alias_of(shared[0].storage());
+  }
+  check(same, "one shared storage gives the same views (pointers, sizes, strides, dtype, device)");
   zh_tensors_free(tensors);
   const at::Tensor kin = inputs[0].toTensor();
   check(kin.sizes() == at::IntArrayRef({static_cast<int64_t>(rows), 3}), "kin is (rows, 3)");

@@ -14,6 +14,19 @@ def median_us(fn, number, repeat=7, sync=None):
     return statistics.median(timeit.repeat(fn, number=number, repeat=repeat)) / number * 1e6
 
 
+def interleaved_median_us(bodies, rounds=15):
+    """Median µs per call of each `(fn, number)` in `bodies`, measured in interleaved rounds
+    (every body once per round), so that a noisy neighbour slows all of them alike instead of
+    whichever happened to run at that moment."""
+    for fn, _ in bodies:
+        fn()
+    times = [[] for _ in bodies]
+    for _ in range(rounds):
+        for slot, (fn, number) in zip(times, bodies):
+            slot.append(timeit.timeit(fn, number=number) / number * 1e6)
+    return [statistics.median(slot) for slot in times]
+
+
 def emit(lines, out=None):
     """Prints the Markdown table and, with `out`, writes it there too."""
     text = "\n".join(lines)

@@ -58,6 +58,17 @@ pub struct zh_tensor_view {
     pub readonly: bool,
 }
 
+impl zh_tensors {
+    fn at(&self, index: usize) -> Outcome<&MappedTensor> {
+        self.tensors.get(index).ok_or_else(|| {
+            Failure::not_found(format!(
+                "tensor index {index} is out of range ({} tensors)",
+                self.tensors.len()
+            ))
+        })
+    }
+}
+
 /// Parses "name: col, col; name2: col; col3": groups separated by ';', each a tensor name, a
 /// colon and its columns (a bare column is a tensor of its own name); output in that order.
 fn parse_spec(spec: &str) -> Outcome<TensorMap> {
@@ -259,13 +270,7 @@ pub unsafe extern "C" fn zh_tensors_export(
     guard(|| {
         out_param(out, "out")?;
         // SAFETY: per the contract.
-        let t = unsafe { handle(tensors, "tensors") }?;
-        let mapped = t.tensors.get(index).ok_or_else(|| {
-            Failure::not_found(format!(
-                "tensor index {index} is out of range ({} tensors)",
-                t.tensors.len()
-            ))
-        })?;
+        let mapped = unsafe { handle(tensors, "tensors") }?.at(index)?;
         let managed = export_versioned(
             &mapped.view,
             ExportOptions {
@@ -294,13 +299,7 @@ pub unsafe extern "C" fn zh_tensors_view(
     guard(|| {
         out_param(out, "out")?;
         // SAFETY: per the contract.
-        let t = unsafe { handle(tensors, "tensors") }?;
-        let mapped = t.tensors.get(index).ok_or_else(|| {
-            Failure::not_found(format!(
-                "tensor index {index} is out of range ({} tensors)",
-                t.tensors.len()
-            ))
-        })?;
+        let mapped = unsafe { handle(tensors, "tensors") }?.at(index)?;
         let view = &mapped.view;
         let (dtype, device) = (view.dtype(), view.device());
         let described = zh_tensor_view {

@@ -4,8 +4,13 @@
 use std::hint::black_box;
 
 use criterion::{criterion_group, criterion_main, Criterion};
-use zerohop::soa::{ComponentOrder, MapOptions, Schema, SoaTable, TensorMap};
+use zerohop::soa::{MapOptions, Schema, SoaTable, TensorMap};
 use zerohop::DType;
+
+// The examples' track table (its argument helper goes unused here).
+#[allow(dead_code)]
+#[path = "../examples/shared/tracks.rs"]
+mod tracks;
 
 fn sixty_four_columns(rows: usize) -> (SoaTable, TensorMap) {
     let mut schema = Schema::builder();
@@ -19,29 +24,17 @@ fn sixty_four_columns(rows: usize) -> (SoaTable, TensorMap) {
     (table, map.build().unwrap())
 }
 
-fn tracks(rows: usize) -> (SoaTable, TensorMap) {
-    let schema = Schema::builder()
-        .column("pt", DType::F32)
-        .column("eta", DType::F32)
-        .column("phi", DType::F32)
-        .vector("position", DType::F32, 3)
-        .matrix("covariance", DType::F32, 3, 3, ComponentOrder::RowMajor)
-        .build()
-        .unwrap();
-    let map = TensorMap::builder()
-        .tensor("kin", &["pt", "eta", "phi"])
-        .tensor("position", &["position"])
-        .tensor("covariance", &["covariance"])
-        .build()
-        .unwrap();
-    (SoaTable::new(schema, rows).unwrap(), map)
-}
-
 fn bench_tensor_map(c: &mut Criterion) {
     let mut group = c.benchmark_group("tensor map apply, 1000 rows");
     for (name, (table, map)) in [
         ("64 single columns", sixty_four_columns(1000)),
-        ("tracks: kin, position, covariance", tracks(1000)),
+        (
+            "tracks: kin, position, covariance",
+            (
+                tracks::track_table(1000).unwrap(),
+                tracks::input_map().unwrap(),
+            ),
+        ),
     ] {
         group.bench_function(name, |b| {
             b.iter(|| black_box(map.apply(black_box(&table), MapOptions::default()).unwrap()))

@@ -41,15 +41,12 @@ fn bench_dlpack(c: &mut Criterion) {
     }
 }
 
-fn config() -> Criterion {
-    Criterion::default()
-        .warm_up_time(std::time::Duration::from_millis(500))
-        .measurement_time(std::time::Duration::from_secs(2))
-}
+#[path = "shared/quick.rs"]
+mod quick;
 
 criterion_group! {
     name = benches;
-    config = config();
+    config = quick::config();
     targets = bench_dlpack
 }
 criterion_main!(benches);

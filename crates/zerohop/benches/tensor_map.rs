@@ -43,15 +43,12 @@ fn bench_tensor_map(c: &mut Criterion) {
     group.finish();
 }
 
-fn config() -> Criterion {
-    Criterion::default()
-        .warm_up_time(std::time::Duration::from_millis(500))
-        .measurement_time(std::time::Duration::from_secs(2))
-}
+#[path = "shared/quick.rs"]
+mod quick;
 
 criterion_group! {
     name = benches;
-    config = config();
+    config = quick::config();
     targets = bench_tensor_map
 }
 criterion_main!(benches);

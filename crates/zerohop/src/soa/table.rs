@@ -43,7 +43,10 @@ impl SoaTable {
         alignment: usize,
         resource: Arc<dyn MemoryResource>,
     ) -> Result<Self> {
-        let table = Self::allocate(schema, rows, alignment, resource, Stream::HOST)?;
+        // SAFETY: zero_fill below initialises every byte (host or device) or the table is
+        // dropped with the error, unread.
+        let table =
+            unsafe { Self::new_uninit_in(schema, rows, alignment, resource, Stream::HOST) }?;
         zero_fill(&table.buffer, table.layout.total_bytes)?;
         Ok(table)
     }
@@ -57,7 +60,8 @@ impl SoaTable {
     /// is shared (padding between columns is never read through the table).
     pub unsafe fn new_uninit(schema: Schema, rows: usize) -> Result<Self> {
         let resource = current_resource(Device::CPU).expect("the host always has a resource");
-        Self::allocate(schema, rows, SOA_DEFAULT_ALIGNMENT, resource, Stream::HOST)
+        // SAFETY: the caller's contract, passed on.
+        unsafe { Self::new_uninit_in(schema, rows, SOA_DEFAULT_ALIGNMENT, resource, Stream::HOST) }
     }
 
     /// A table of `rows` rows from `resource` (device memory too) whose memory is *not*
@@ -68,16 +72,6 @@ impl SoaTable {
     /// As [`SoaTable::new_uninit`]: every element of every column must be written before
     /// anything reads it or the table is shared.
     pub unsafe fn new_uninit_in(
-        schema: Schema,
-        rows: usize,
-        alignment: usize,
-        resource: Arc<dyn MemoryResource>,
-        stream: Stream,
-    ) -> Result<Self> {
-        Self::allocate(schema, rows, alignment, resource, stream)
-    }
-
-    fn allocate(
         schema: Schema,
         rows: usize,
         alignment: usize,

@@ -107,6 +107,19 @@ def test_dask_workers_on_this_machine_hand_rows_over_in_shared_memory(folder, tm
 
 
 @requires_torch
+def test_records_queued_on_a_killed_dask_worker_are_not_blamed_for_its_death(folder, tmp_path,
+                                                                             monkeypatch):
+    """One worker of one thread: Dask queues two records on it at a time, so the worker that
+    synthetic55 kills also takes synthetic95 down with it, every time. Only synthetic55 fails."""
+    pytest.importorskip("distributed")
+    monkeypatch.setenv(KILL_SWITCH, "synthetic55")
+    result = job(folder, tmp_path / "out", dask="local", workers=1)
+    assert [f.name for f in result.failures] == ["synthetic55"]
+    assert "KilledWorker" in result.failures[0].error
+    assert [r.name for r in result.records] == ["mitdb100", "synthetic140", "synthetic95"]
+
+
+@requires_torch
 def test_rows_of_different_widths_are_refused_with_the_rates(folder, tmp_path):
     with pytest.raises(EcgInputError, match=r"differ in width.*1000 Hz.*run each rate"):
         run_batch(Config(out=tmp_path / "out", records=str(folder), rate=1000.0, epochs=1,

@@ -259,9 +259,15 @@ class RayCluster:
 class DaskCluster:
     """`--dask ADDRESS` (a scheduler address, or `local` for a LocalCluster of processes): one
     task per record. Workers on this machine put the rows in shared memory, so they arrive as
-    handles; from other machines they arrive through Dask's comms (a copy, counted). A task
-    whose worker dies is retried by Dask's own rule (`distributed.scheduler.allowed-failures`,
-    3 by default: the other tasks that worker held must not fail with it) and then reported."""
+    handles; from other machines they arrive through Dask's comms (a copy, counted).
+
+    A worker that dies fails every task it held, not only the one that killed it, so a task
+    lost that way is not yet blamed: once the other records are done it runs again alone, where
+    nothing else can be lost with it, and only a failure there is the record's own. A cluster
+    the job starts gives up on a task at its first worker death
+    (`distributed.scheduler.allowed-failures` 0), so a record that kills its worker costs two
+    workers rather than eight. Each result is let go as soon as its rows are mapped here: a
+    worker's death then cannot lose (and re-run) a record already taken."""
 
     def __init__(self, paths, options, address, workers):
         try:
@@ -273,14 +279,14 @@ class DaskCluster:
         self.workers = max(1, min(workers, len(paths)))
         self.label = f"Dask ({address})"
         self._client = self._cluster = None
-        self._futures = []
 
     def __enter__(self):
         d = self.distributed
         try:
             if self.address == "local":
                 self._cluster = d.LocalCluster(n_workers=self.workers, threads_per_worker=1,
-                                               processes=True, dashboard_address=None)
+                                               processes=True, dashboard_address=None,
+                                               scheduler_kwargs={"allowed_failures": 0})
                 self._client = d.Client(self._cluster)
             else:
                 self._client = d.Client(self.address, timeout="20s")
@@ -289,25 +295,42 @@ class DaskCluster:
         return self
 
     def __exit__(self, *exc):
-        self._futures = []
         if self._client is not None:
             self._client.close()
         if self._cluster is not None:
             self._cluster.close()
         return False
 
+    def _submit(self, index):
+        return self._client.submit(process_record, index, str(self.paths[index]), self.options,
+                                   pure=False, retries=0)
+
+    def _take(self, future, index):
+        """The record's result, or its failure and whether another record may have caused it."""
+        try:
+            return future.result(), False
+        except EcgInputError as error:  # the record's own input, refused the same every time
+            return RecordFailure(index, record_name(self.paths[index]), _error_text(error)), False
+        except Exception as error:  # KilledWorker, a lost connection, a stale handle
+            return RecordFailure(index, record_name(self.paths[index]), _error_text(error)), True
+        finally:
+            future.release()  # the rows are mapped here now; the worker may free its copy
+
     def results(self):
         d = self.distributed
-        futures = {self._client.submit(process_record, i, str(p), self.options, pure=False,
-                                       retries=0): i
-                   for i, p in enumerate(self.paths)}
-        self._futures = list(futures)  # the workers hold the rows while the job runs
-        for future in d.as_completed(list(futures)):
-            index = futures[future]
-            try:
-                yield future.result()
-            except Exception as error:  # the task's own exception, or KilledWorker
-                yield RecordFailure(index, record_name(self.paths[index]), _error_text(error))
+        submitted = {self._submit(index): index for index in range(len(self.paths))}
+        suspects = []
+        for future in d.as_completed(list(submitted)):
+            index = submitted.pop(future)
+            result, maybe_not_its_own = self._take(future, index)
+            if maybe_not_its_own:
+                suspects.append(index)
+            else:
+                yield result
+        for index in sorted(suspects):
+            future = self._submit(index)
+            d.wait(future)
+            yield self._take(future, index)[0]
 
 
 def backend(paths, options, *, workers=1, ray=None, dask=None):

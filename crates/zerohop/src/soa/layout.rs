@@ -61,6 +61,17 @@ impl Layout {
                 ),
             });
         }
+        // Tensor dimensions are i64 (DLPack, torch, NumPy): a row count above that would only
+        // fail later, as a "negative" shape.
+        if i64::try_from(rows).is_err() {
+            return Err(Error::InvalidArgument {
+                what: "rows".into(),
+                reason: format!(
+                    "{rows} is more than a tensor dimension holds ({})",
+                    i64::MAX
+                ),
+            });
+        }
         let mut offset = 0usize;
         let mut columns = Vec::with_capacity(schema.columns().len());
         for spec in schema.columns() {

@@ -31,13 +31,20 @@ pub enum ColumnKind {
 }
 
 impl ColumnKind {
-    /// Values per row (1 for scalars and plain columns).
+    /// Values per row (1 for scalars and plain columns). Saturates rather than wraps for a
+    /// matrix whose R×C overflows; a [`Schema`] refuses such a column.
     pub fn components(self) -> usize {
-        match self {
+        self.checked_components().unwrap_or(usize::MAX)
+    }
+
+    /// Values per row, or `None` when they do not fit a tensor's dimension (`i64`).
+    pub fn checked_components(self) -> Option<usize> {
+        let count = match self {
             ColumnKind::TableScalar | ColumnKind::Column => 1,
             ColumnKind::Vector(k) => k,
-            ColumnKind::Matrix { rows, cols, .. } => rows * cols,
-        }
+            ColumnKind::Matrix { rows, cols, .. } => rows.checked_mul(cols)?,
+        };
+        (i64::try_from(count).is_ok()).then_some(count)
     }
 
     /// The component index of matrix element (r, c).
@@ -166,18 +173,18 @@ impl Schema {
         SchemaBuilder::default()
     }
 
-    /// Validates names (non-empty, unique), dtypes (whole bytes) and shapes (non-zero).
+    /// Validates names (non-empty, unique), dtypes (whole bytes) and shapes (non-zero, each
+    /// dimension and the components per row within a tensor dimension's `i64`).
     pub fn new(columns: Vec<ColumnSpec>) -> Result<Self> {
         let bad = |name: &str, reason: String| Error::InvalidArgument {
             what: format!("column {name:?}"),
             reason,
         };
+        let mut by_name: std::collections::HashMap<String, usize, BuildNameHasher> =
+            std::collections::HashMap::with_capacity_and_hasher(columns.len(), Default::default());
         for (i, c) in columns.iter().enumerate() {
             if c.name.is_empty() {
                 return Err(bad("", format!("column {i} has an empty name")));
-            }
-            if columns[..i].iter().any(|o| o.name == c.name) {
-                return Err(bad(&c.name, "the name is used twice".into()));
             }
             if !c.dtype.is_byte_addressable() || c.dtype.lanes != 1 {
                 return Err(bad(
@@ -185,15 +192,26 @@ impl Schema {
                     format!("{} is not a whole-byte scalar type", c.dtype),
                 ));
             }
-            if c.kind.components() == 0 {
-                return Err(bad(&c.name, format!("{} has no components", c.kind)));
+            match c.kind.checked_components() {
+                Some(0) => return Err(bad(&c.name, format!("{} has no components", c.kind))),
+                None => {
+                    return Err(bad(
+                        &c.name,
+                        format!(
+                            "{} has more components per row than a tensor dimension holds                              ({})",
+                            c.kind,
+                            i64::MAX
+                        ),
+                    ))
+                }
+                Some(_) => {}
+            }
+            // A hash set, not a scan of the names before it: a pickle or a C caller may bring
+            // hundreds of thousands of columns.
+            if by_name.insert(c.name.clone(), i).is_some() {
+                return Err(bad(&c.name, "the name is used twice".into()));
             }
         }
-        let by_name = columns
-            .iter()
-            .enumerate()
-            .map(|(i, c)| (c.name.clone(), i))
-            .collect();
         Ok(Schema { columns, by_name })
     }
 

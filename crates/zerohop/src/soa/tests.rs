@@ -86,6 +86,64 @@ fn schema_and_layout_refuse_bad_input() {
     assert!(Layout::new(&wide, 4, 128).is_err(), "component overflow");
 }
 
+#[test]
+fn shapes_beyond_a_tensor_dimension_are_refused_before_they_wrap() {
+    let error = |b: SchemaBuilder| b.build().unwrap_err().to_string();
+    // (2^32+1) × 2^32 wraps to 2^32 in 64 bits: it must be refused, not mapped.
+    let wrapping = error(Schema::builder().matrix(
+        "m",
+        DType::F32,
+        (1 << 32) + 1,
+        1 << 32,
+        ComponentOrder::ColumnMajor,
+    ));
+    assert!(
+        wrapping.contains("\"m\"") && wrapping.contains("components per row"),
+        "{wrapping}"
+    );
+    let big = error(Schema::builder().matrix(
+        "m",
+        DType::F32,
+        274_177,
+        67_280_421_310_721,
+        ComponentOrder::RowMajor,
+    ));
+    assert!(big.contains("components per row"), "{big}");
+    let long = error(Schema::builder().vector("v", DType::U8, 1 << 63));
+    assert!(long.contains("components per row"), "{long}");
+    assert!(Schema::builder()
+        .vector("v", DType::U8, i64::MAX as usize)
+        .build()
+        .is_ok());
+    let scalars = Schema::builder().scalar("s", DType::F32).build().unwrap();
+    let rows = Layout::new(&scalars, 1 << 63, 128).unwrap_err().to_string();
+    assert!(
+        rows.contains("rows") && rows.contains("tensor dimension"),
+        "{rows}"
+    );
+    assert!(Layout::new(&scalars, i64::MAX as usize, 128).is_ok());
+}
+
+#[test]
+#[cfg_attr(miri, ignore)] // 200,000 columns: minutes under Miri
+fn many_columns_are_checked_for_duplicates_by_hash() {
+    let names: Vec<String> = (0..200_000).map(|i| format!("c{i}")).collect();
+    let mut builder = Schema::builder();
+    for name in &names {
+        builder = builder.column(name, DType::U8);
+    }
+    let twice = builder.clone().column("c123456", DType::U8);
+    assert_eq!(
+        builder.build().unwrap().index_of("c199999").unwrap(),
+        199_999
+    );
+    let error = twice.build().unwrap_err().to_string();
+    assert!(
+        error.contains("c123456") && error.contains("used twice"),
+        "{error}"
+    );
+}
+
 /// A map with a tensor of every kind of group over `sample_schema`.
 fn every_group_kind() -> TensorMapBuilder {
     TensorMap::builder()

@@ -13,6 +13,7 @@ pub mod error;
 pub mod memory;
 #[cfg(feature = "ndarray")]
 pub mod ndarray_views;
+pub mod release;
 pub mod soa;
 #[cfg(feature = "tch")]
 pub mod tch_tensors;
@@ -24,4 +25,5 @@ pub use device::{Device, DeviceKind};
 pub use dtype::{DType, DTypeCode, Element};
 pub use error::{Error, Result};
 pub use memory::{MemoryResource, Stream, SystemResource, DEFAULT_ALIGNMENT};
+pub use release::{ReleaseCallback, ReleaseFn};
 pub use tensor::TensorView;

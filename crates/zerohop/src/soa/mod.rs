@@ -4,6 +4,9 @@
 mod arrow;
 #[cfg(all(test, feature = "arrow"))]
 mod arrow_tests;
+mod foreign;
+#[cfg(test)]
+mod foreign_tests;
 mod layout;
 mod schema;
 mod table;

@@ -1,0 +1,72 @@
+//! Tables over memory zerohop did not allocate: a buffer a C++ framework filled (CMS's
+//! `PortableCollection`s live in the framework's caching allocator), a `cudaMalloc`'d block, a
+//! host array, a memory-mapped file. The table keeps the memory's owner alive and drops it when
+//! the last view of the memory goes.
+
+use std::ptr::NonNull;
+
+use super::schema::Schema;
+use super::table::SoaTable;
+use crate::buffer::{Buffer, Owner};
+use crate::device::{Device, DeviceKind};
+use crate::error::{Error, Result};
+
+impl SoaTable {
+    /// A table of `rows` rows over `bytes` bytes at `data` on `device`, laid out for `schema`
+    /// at `alignment` (the CMS SoA layout; [`crate::soa::Layout`] says where each column is).
+    ///
+    /// `owner` is dropped when the last table, slice or exported tensor over the memory goes
+    /// and, when the memory is refused, before this returns: either way the memory's owner
+    /// hears of it exactly once. Refused: a NULL `data`, a buffer smaller than the layout, an
+    /// address not aligned for the widest element, a CUDA pointer that is not on `device`.
+    ///
+    /// # Safety
+    /// `data..data + bytes` must be memory on `device` that stays valid, and that nothing frees,
+    /// until `owner` is dropped.
+    pub unsafe fn wrap(
+        schema: Schema,
+        rows: usize,
+        alignment: usize,
+        data: *mut u8,
+        bytes: usize,
+        device: Device,
+        owner: Owner,
+    ) -> Result<Self> {
+        let Some(ptr) = NonNull::new(data) else {
+            return Err(Error::InvalidArgument {
+                what: "table buffer".into(),
+                reason: "the data pointer is NULL".into(),
+            });
+        };
+        check_device(ptr, device)?;
+        // SAFETY: the caller's contract; `owner` now travels with the buffer.
+        let buffer = unsafe { Buffer::from_foreign(ptr, bytes, device, owner) };
+        SoaTable::over_buffer(schema, rows, alignment, buffer, 0, rows)
+    }
+}
+
+/// A CUDA pointer must belong to the device it is said to be on (the driver knows); host
+/// memory cannot be checked and is taken as said.
+fn check_device(ptr: NonNull<u8>, device: Device) -> Result<()> {
+    if device.kind != DeviceKind::Cuda {
+        return Ok(());
+    }
+    #[cfg(feature = "cuda")]
+    {
+        let actual = crate::cuda::pointer_device(ptr.as_ptr() as usize)?;
+        if actual != device.id {
+            return Err(Error::InvalidArgument {
+                what: "table buffer".into(),
+                reason: format!(
+                    "{ptr:p} is memory of cuda:{actual}, not of {device} as the caller said"
+                ),
+            });
+        }
+        Ok(())
+    }
+    #[cfg(not(feature = "cuda"))]
+    Err(Error::InvalidArgument {
+        what: "CUDA memory".into(),
+        reason: format!("{ptr:p} on {device}: this build of zerohop has no CUDA support"),
+    })
+}

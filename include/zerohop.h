@@ -109,6 +109,32 @@ typedef struct zh_statistics {
   uint64_t failed_count;
 } zh_statistics;
 
+// What a column is and where it lies: enough to address it without zerohop.
+typedef struct zh_column_info {
+  // Bytes from the table buffer's start (`zh_table_info.data`) to this view's first value
+  // of component 0.
+  uintptr_t offset;
+  // Elements from one component to the next (each padded to the alignment).
+  uintptr_t pitch;
+  // 0: table scalar, 1: column, 2: vector, 3: matrix.
+  int32_t kind;
+  // Values per row (1, K or R·C).
+  uintptr_t components;
+  // The tensor `zh_table_column` exports: `ndim` sizes and strides in elements (a scalar
+  // is 0-d; a column (n); a vector (n, K); a matrix (n, R, C) in its component order).
+  int32_t ndim;
+  int64_t shape[3];
+  int64_t strides[3];
+  // DLPack's DLDataType.
+  uint8_t dtype_code;
+  uint8_t dtype_bits;
+  uint16_t dtype_lanes;
+} zh_column_info;
+
+// Gives memory back to the program that allocated it: called once with the context the
+// program passed along with the memory.
+typedef void (*zh_release_fn)(void *ctx);
+
 // What a table is: sizes, where its buffer lives.
 typedef struct zh_table_info {
   uintptr_t rows;
@@ -159,6 +185,20 @@ enum zh_status zh_map_apply(const struct zh_map *map, const struct zh_table *tab
 // is groups separated by ';', each "name: column, column" (one tensor of those columns) or a
 // bare column (a tensor of its own name), in output order; `flags` is 0 or an OR of
 // `ZH_MAP_READONLY` and `ZH_MAP_ALLOW_COPY`. Free with `zh_tensors_free`.
+//
+// Shapes and strides (in elements) of a group of k columns over n rows, S the pitch of a
+// component and D the distance between the group's consecutive columns (`zh_table_column_info`):
+// * one plain column: (n, 1), strides (1, S); k plain columns: (n, k), strides (1, D);
+// * one vector[R]: (n, R), strides (1, S); k vectors: (n, k, R), strides (1, D, S);
+// * one matrix[R×C]: (n, R, C); k matrices (n, k, R, C), strides following the component
+//   order (column-major: (…, S, R·S));
+// * k table scalars: (n, k) with row stride 0 (or a filled copy, with `ZH_MAP_ALLOW_COPY`).
+//
+// Columns that are not evenly spaced cannot be strided views: an error naming them, or a
+// reported copy with `ZH_MAP_ALLOW_COPY`. Thread safety: any number of threads may map,
+// export from and read one table at once; writes (`zh_table_write_column`) must not overlap
+// with other use of the same column. `*out` and every tensor exported from it are the
+// caller's; each exported tensor keeps the table's memory alive on its own.
 //
 // # Safety
 // `table` must be a live handle or NULL; `spec` NUL-terminated or NULL; `out` writable.
@@ -293,6 +333,21 @@ void *zh_cuda_malloc(intptr_t size, int32_t device, void *stream);
 // for `device`, and must not be used afterwards.
 void zh_cuda_free(void *ptr, intptr_t size, int32_t device, void *stream);
 
+// Rows `start..stop` of `table` as a table of their own in `*out` (free it with
+// `zh_table_free`), over the same memory: nothing is copied or allocated beyond the handle, and
+// the memory stays alive while either lives. Maps applied to it give that many rows. A range
+// outside the table is ZH_INVALID_ARGUMENT.
+//
+// # Safety
+// `table` a live handle or NULL; `out` writable or NULL.
+enum zh_status zh_table_rows(const struct zh_table *table, uintptr_t start, uintptr_t stop, struct zh_table **out);
+
+// Column `name`'s place and shape in `*out`; ZH_NOT_FOUND for a name the table lacks.
+//
+// # Safety
+// `table` a live handle or NULL; `name` NUL-terminated or NULL; `out` writable or NULL.
+enum zh_status zh_table_column_info(const struct zh_table *table, const char *name, struct zh_column_info *out);
+
 // A new, empty schema in `*out`; free it with `zh_schema_free`.
 //
 // # Safety
@@ -324,11 +379,14 @@ enum zh_status zh_schema_add_scalar(struct zh_schema *schema, const char *name, 
 // As `zh_schema_add_column`.
 enum zh_status zh_schema_add_vector(struct zh_schema *schema, const char *name, const char *dtype, uintptr_t len);
 
-// Adds a matrix column of `rows`×`cols` values per row, components stored in `order`.
+// Adds a matrix column of `rows`×`cols` values per row, components stored in `order`
+// (`ZH_ROW_MAJOR` or `ZH_COLUMN_MAJOR`; any other value is `ZH_INVALID_ARGUMENT`). `order` is
+// an `int32_t` rather than the enum so that an out-of-range value is an error, not undefined
+// behaviour.
 //
 // # Safety
 // As `zh_schema_add_column`.
-enum zh_status zh_schema_add_matrix(struct zh_schema *schema, const char *name, const char *dtype, uintptr_t rows, uintptr_t cols, enum zh_order order);
+enum zh_status zh_schema_add_matrix(struct zh_schema *schema, const char *name, const char *dtype, uintptr_t rows, uintptr_t cols, int32_t order);
 
 // The number of columns added so far, or 0 for NULL.
 //
@@ -347,6 +405,24 @@ const char *zh_last_error(void);
 // # Safety
 // `schema` and `resource` must be live handles (or NULL where allowed); `out` writable.
 enum zh_status zh_table_new(const struct zh_schema *schema, uintptr_t rows, uintptr_t alignment, const struct zh_resource *resource, struct zh_table **out);
+
+// A table over memory the caller allocated (a `cudaMalloc`'d or framework-pool block, a host
+// array, a memory-mapped file), laid out for `schema`, `rows` and `alignment` (0: 128) by the
+// CMS SoA rules (`zh_table_column_info` tells where each column is): nothing is copied and
+// zerohop allocates nothing for it. `device` is -1 for host memory, N for CUDA device N (the
+// driver must agree the pointer is on that device).
+//
+// Ownership of the memory passes to the table in every case: `release(ctx)` runs exactly once,
+// when the last table, slice or exported tensor over the memory is gone (on whichever thread
+// drops it), or before this call returns when the memory is refused: too small for the layout,
+// not aligned for its widest element, NULL, on another device than `device` says. `release`
+// must not be NULL (pass a function that does nothing to keep ownership yourself, and keep the
+// memory alive until it is called).
+//
+// # Safety
+// `schema` a live handle; `data..data + bytes` memory on `device` that stays valid until
+// `release(ctx)` is called; `release(ctx)` safe to call from any thread; `out` writable.
+enum zh_status zh_table_wrap(const struct zh_schema *schema, uintptr_t rows, uintptr_t alignment, void *data, uintptr_t bytes, int32_t device, zh_release_fn release, void *ctx, struct zh_table **out);
 
 // Frees a table handle (NULL: nothing). Tensors exported from it keep its memory alive until
 // their deleters run.

@@ -1,8 +1,10 @@
 /* zerohop's C ABI from plain C11: a table, a column exported through DLPack and read back
- * through the same memory, a map's strides, and a bad call's message.
+ * through the same memory, a map's strides, a bad call's message, and a table over memory this
+ * program allocated, given back through its own callback.
  * Built and run by examples/cpp/run.sh (make cpp-example); exits 0 when every check passes. */
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <ATen/dlpack.h> /* any DLPack >= 1.0 header; libtorch ships one */
@@ -13,6 +15,52 @@ static int failures = 0;
 static void check(int ok, const char *what) {
   printf("%s %s\n", ok ? "ok  " : "FAIL", what);
   if (!ok) ++failures;
+}
+
+static int releases = 0;
+
+static void give_back(void *buffer) {
+  free(buffer);
+  ++releases;
+}
+
+/* 100 rows of (x: float64, v: int32[4]) laid out by the SoA rules at 64 bytes: x takes 832
+ * bytes (800 padded), each of v's 4 components 448 (400 padded). */
+static void wrapped_memory(void) {
+  const size_t rows = 100, bytes = 832 + 4 * 448;
+  zh_schema *schema = NULL;
+  zh_table *table = NULL, *batch = NULL;
+  zh_column_info v;
+  DLManagedTensorVersioned *x = NULL;
+  unsigned char *buffer = aligned_alloc(64, bytes);
+  ((double *)buffer)[42] = 4.25;
+  ((int *)(buffer + 832 + 2 * 448))[42] = 7; /* v[42][2] */
+
+  zh_schema_new(&schema);
+  zh_schema_add_column(schema, "x", "float64");
+  zh_schema_add_vector(schema, "v", "int32", 4);
+  check(zh_table_wrap(schema, rows, 64, buffer, bytes, -1, give_back, buffer, &table) == ZH_OK,
+        "a table over this program's buffer");
+  check(zh_table_column_info(table, "v", &v) == ZH_OK && v.offset == 832 && v.pitch == 112,
+        "v lies where the layout rules put it");
+  check(zh_table_rows(table, 40, 50, &batch) == ZH_OK, "rows 40..50 as a batch");
+  check(zh_table_column(batch, "x", &x) == ZH_OK && x->dl_tensor.shape[0] == 10 &&
+            ((double *)x->dl_tensor.data)[2] == 4.25 && (unsigned char *)x->dl_tensor.data ==
+            buffer + 40 * sizeof(double),
+        "the batch's x is the buffer's rows 40..50");
+  zh_table_free(batch);
+  zh_table_free(table);
+  check(releases == 0, "the buffer is not given back while a tensor uses it");
+  x->deleter(x);
+  check(releases == 1, "the buffer is given back once, when the last tensor dies");
+
+  buffer = aligned_alloc(64, bytes);
+  table = NULL;
+  check(zh_table_wrap(schema, rows, 64, buffer, bytes - 1, -1, give_back, buffer, &table) ==
+            ZH_INVALID_ARGUMENT && table == NULL && releases == 2,
+        "a buffer too small is refused and given back at once");
+  check(strstr(zh_last_error(), "bytes") != NULL, zh_last_error());
+  zh_schema_free(schema);
 }
 
 int main(void) {
@@ -53,6 +101,7 @@ int main(void) {
 
   zh_table_free(table);
   x->deleter(x); /* after the table handle: the export kept the memory alive */
+  wrapped_memory();
   printf("%s: %d failed checks\n", failures ? "FAILED" : "passed", failures);
   return failures ? 1 : 0;
 }

@@ -20,12 +20,14 @@
 
 mod map;
 mod resource;
+mod rows;
 mod schema;
 mod status;
 mod table;
 
 pub use map::*;
 pub use resource::*;
+pub use rows::*;
 pub use schema::*;
 pub use status::*;
 pub use table::*;

@@ -189,6 +189,20 @@ pub unsafe extern "C" fn zh_map_apply(
 /// bare column (a tensor of its own name), in output order; `flags` is 0 or an OR of
 /// `ZH_MAP_READONLY` and `ZH_MAP_ALLOW_COPY`. Free with `zh_tensors_free`.
 ///
+/// Shapes and strides (in elements) of a group of k columns over n rows, S the pitch of a
+/// component and D the distance between the group's consecutive columns (`zh_table_column_info`):
+/// * one plain column: (n, 1), strides (1, S); k plain columns: (n, k), strides (1, D);
+/// * one vector[R]: (n, R), strides (1, S); k vectors: (n, k, R), strides (1, D, S);
+/// * one matrix[R×C]: (n, R, C); k matrices (n, k, R, C), strides following the component
+///   order (column-major: (…, S, R·S));
+/// * k table scalars: (n, k) with row stride 0 (or a filled copy, with `ZH_MAP_ALLOW_COPY`).
+///
+/// Columns that are not evenly spaced cannot be strided views: an error naming them, or a
+/// reported copy with `ZH_MAP_ALLOW_COPY`. Thread safety: any number of threads may map,
+/// export from and read one table at once; writes (`zh_table_write_column`) must not overlap
+/// with other use of the same column. `*out` and every tensor exported from it are the
+/// caller's; each exported tensor keeps the table's memory alive on its own.
+///
 /// # Safety
 /// `table` must be a live handle or NULL; `spec` NUL-terminated or NULL; `out` writable.
 #[no_mangle]

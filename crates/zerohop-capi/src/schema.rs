@@ -136,7 +136,10 @@ pub unsafe extern "C" fn zh_schema_add_vector(
     unsafe { add(schema, name, dtype, ColumnKind::Vector(len)) }
 }
 
-/// Adds a matrix column of `rows`×`cols` values per row, components stored in `order`.
+/// Adds a matrix column of `rows`×`cols` values per row, components stored in `order`
+/// (`ZH_ROW_MAJOR` or `ZH_COLUMN_MAJOR`; any other value is `ZH_INVALID_ARGUMENT`). `order` is
+/// an `int32_t` rather than the enum so that an out-of-range value is an error, not undefined
+/// behaviour.
 ///
 /// # Safety
 /// As `zh_schema_add_column`.
@@ -147,7 +150,7 @@ pub unsafe extern "C" fn zh_schema_add_matrix(
     dtype: *const c_char,
     rows: usize,
     cols: usize,
-    order: zh_order,
+    order: i32,
 ) -> zh_status {
     if rows == 0 || cols == 0 {
         return guard(|| {
@@ -157,8 +160,15 @@ pub unsafe extern "C" fn zh_schema_add_matrix(
         });
     }
     let order = match order {
-        zh_order::ZH_ROW_MAJOR => ComponentOrder::RowMajor,
-        zh_order::ZH_COLUMN_MAJOR => ComponentOrder::ColumnMajor,
+        o if o == zh_order::ZH_ROW_MAJOR as i32 => ComponentOrder::RowMajor,
+        o if o == zh_order::ZH_COLUMN_MAJOR as i32 => ComponentOrder::ColumnMajor,
+        other => {
+            return guard(|| {
+                Err(Failure::invalid(format!(
+                    "matrix order {other} is neither ZH_ROW_MAJOR (0) nor ZH_COLUMN_MAJOR (1)"
+                )))
+            })
+        }
     };
     // SAFETY: forwarded contract.
     unsafe {

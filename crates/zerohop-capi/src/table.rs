@@ -3,12 +3,13 @@
 
 use std::ffi::{c_char, c_void};
 use std::ptr::NonNull;
+use std::sync::Arc;
 
 use zerohop::dlpack::ffi::DLManagedTensorVersioned;
 use zerohop::dlpack::{export_versioned, import_versioned, ExportOptions};
 use zerohop::memory::current_resource;
 use zerohop::soa::{SoaTable, SOA_DEFAULT_ALIGNMENT};
-use zerohop::{DType, Device, TensorView};
+use zerohop::{DType, Device, Owner, ReleaseCallback, TensorView};
 
 use crate::resource::zh_resource;
 use crate::schema::zh_schema;
@@ -68,6 +69,62 @@ pub unsafe extern "C" fn zh_table_new(
             alignment
         };
         let table = SoaTable::with_options(schema, rows, alignment, resource)?;
+        give(out, zh_table { table });
+        Ok(())
+    })
+}
+
+/// Gives memory back to the program that allocated it: called once with the context the
+/// program passed along with the memory.
+pub type zh_release_fn = Option<unsafe extern "C" fn(ctx: *mut c_void)>;
+
+/// A table over memory the caller allocated (a `cudaMalloc`'d or framework-pool block, a host
+/// array, a memory-mapped file), laid out for `schema`, `rows` and `alignment` (0: 128) by the
+/// CMS SoA rules (`zh_table_column_info` tells where each column is): nothing is copied and
+/// zerohop allocates nothing for it. `device` is -1 for host memory, N for CUDA device N (the
+/// driver must agree the pointer is on that device).
+///
+/// Ownership of the memory passes to the table in every case: `release(ctx)` runs exactly once,
+/// when the last table, slice or exported tensor over the memory is gone (on whichever thread
+/// drops it), or before this call returns when the memory is refused: too small for the layout,
+/// not aligned for its widest element, NULL, on another device than `device` says. `release`
+/// must not be NULL (pass a function that does nothing to keep ownership yourself, and keep the
+/// memory alive until it is called).
+///
+/// # Safety
+/// `schema` a live handle; `data..data + bytes` memory on `device` that stays valid until
+/// `release(ctx)` is called; `release(ctx)` safe to call from any thread; `out` writable.
+#[no_mangle]
+pub unsafe extern "C" fn zh_table_wrap(
+    schema: *const zh_schema,
+    rows: usize,
+    alignment: usize,
+    data: *mut c_void,
+    bytes: usize,
+    device: i32,
+    release: zh_release_fn,
+    ctx: *mut c_void,
+    out: *mut *mut zh_table,
+) -> zh_status {
+    guard(|| {
+        let release = release.ok_or_else(|| {
+            Failure::invalid("release is NULL: pass the function that gives the memory back")
+        })?;
+        // SAFETY: the caller's contract on `release` and `ctx`. From here on the memory is
+        // the table's, and every early return below releases it by dropping `owner`.
+        let owner: Owner = Arc::new(unsafe { ReleaseCallback::new(release, ctx) });
+        out_param(out, "out")?;
+        // SAFETY: per the contract.
+        let schema = unsafe { handle(schema, "schema") }?.build()?;
+        let alignment = if alignment == 0 {
+            SOA_DEFAULT_ALIGNMENT
+        } else {
+            alignment
+        };
+        let device = Device::from_allocator_index(device);
+        // SAFETY: the caller's contract: the memory lives until `owner` releases it.
+        let table =
+            unsafe { SoaTable::wrap(schema, rows, alignment, data.cast(), bytes, device, owner) }?;
         give(out, zh_table { table });
         Ok(())
     })

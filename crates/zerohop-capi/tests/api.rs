@@ -44,7 +44,7 @@ fn track_schema() -> *mut zh_schema {
                 c("float32").as_ptr(),
                 3,
                 3,
-                zh_order::ZH_ROW_MAJOR
+                zh_order::ZH_ROW_MAJOR as i32
             ),
             zh_status::ZH_OK
         );

@@ -11,6 +11,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import numpy as np
@@ -228,6 +229,110 @@ def test_stale_and_mismatched_handles_are_refused(shared):
     with pytest.raises(ValueError, match="stale handle"):
         pickle.loads(data)
     del other
+
+
+def forged(handle, fd):
+    """`handle` pointed at another file this process has open: its descriptor and identity."""
+    st = os.fstat(fd)
+    return dict(handle, pid=os.getpid(), fd=fd, dev=st.st_dev, ino=st.st_ino)
+
+
+def test_handles_naming_a_fifo_socket_or_directory_are_refused_before_opening(shared, tmp_path):
+    import socket
+
+    t = zerohop.zeros((1000,), "float64")
+    rebuild, (fmt, state, handle) = t.__reduce_ex__(5)
+    os.mkfifo(tmp_path / "fifo")
+    fifo = os.open(tmp_path / "fifo", os.O_RDONLY | os.O_NONBLOCK)
+    directory = os.open(tmp_path, os.O_RDONLY)
+    sock = socket.socket(socket.AF_UNIX)
+    try:
+        for fd, what in [(fifo, "a FIFO"), (directory, "a directory"),
+                         (sock.fileno(), "a socket")]:
+            with pytest.raises(ValueError, match=f"is {what}, not shared memory"):
+                rebuild(fmt, state, forged(handle, fd))
+    finally:
+        os.close(fifo)
+        os.close(directory)
+        sock.close()
+
+
+NOBODY = 65534
+
+
+def as_nobody(body):
+    """Forks a child that becomes user `nobody` (dumpable, so a process of the same user may
+    open its /proc/<pid>/fd) and runs `body(write)`; returns (pid, read end of its pipe)."""
+    import ctypes
+
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: no pytest, no exceptions past this frame
+        try:
+            os.close(read)
+            os.setgroups([])
+            os.setgid(NOBODY)
+            os.setuid(NOBODY)
+            ctypes.CDLL(None).prctl(4, 1, 0, 0, 0)  # PR_SET_DUMPABLE
+            body(write)
+        finally:
+            os._exit(0)
+    os.close(write)
+    return pid, read
+
+
+def answer(read, seconds):
+    import select
+
+    ready, _, _ = select.select([read], [], [], seconds)
+    return os.read(read, 4096).decode() if ready else None
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="drops privileges to user nobody: needs root")
+def test_a_fifo_held_by_another_process_is_refused_at_once_for_a_non_root_user(shared):
+    """The hang the handle check prevents: as a user other than root, a FIFO the user cannot
+    write is opened read-only, and a blocking read-only open of a FIFO waits for a writer."""
+    import tempfile
+
+    t = zerohop.zeros((1000,), "float64")
+    rebuild, (fmt, state, handle) = t.__reduce_ex__(5)
+    room = tempfile.mkdtemp(prefix="zerohop-fifo-")
+    os.chmod(room, 0o777)
+
+    def hold(write):
+        path = os.path.join(room, "fifo")
+        os.mkfifo(path, 0o444)  # nobody may write it: the read-write open is refused
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+        st = os.fstat(fd)
+        os.write(write, f"{fd} {st.st_dev} {st.st_ino}".encode())
+        time.sleep(300)  # holds the FIFO open until the test kills it
+
+    holder, from_holder = as_nobody(hold)
+    consumer = None
+    try:
+        fd, dev, ino = map(int, answer(from_holder, 60).split())
+
+        def attach(write):
+            try:
+                rebuild(fmt, state, dict(handle, pid=holder, fd=fd, dev=dev, ino=ino))
+                os.write(write, b"attached")
+            except ValueError as error:
+                os.write(write, f"ValueError: {error}".encode())
+            except BaseException as error:  # noqa: BLE001 - reported to the parent
+                os.write(write, f"{type(error).__name__}: {error}".encode())
+
+        consumer, from_consumer = as_nobody(attach)
+        said = answer(from_consumer, 30)
+        assert said is not None, "the consumer hung opening a FIFO"
+        assert said.startswith("ValueError") and "a FIFO" in said, said
+    finally:
+        for pid in (holder, consumer):
+            if pid:
+                os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
+        import shutil
+
+        shutil.rmtree(room, ignore_errors=True)
 
 
 def example(title):

@@ -46,6 +46,14 @@ pub enum Error {
     NotContiguous(String),
     #[error("export refused: {0}")]
     Export(String),
+    /// A system call failed for a reason that is neither bad input nor a lack of memory (too
+    /// many open files, say); `errno` is the OS's code.
+    #[error("{what} failed: {reason}")]
+    System {
+        what: String,
+        errno: i32,
+        reason: String,
+    },
     /// A table has no column of this name (`columns`: the names it has, comma-separated).
     #[error("invalid column: no column named {name:?} (columns: {columns})")]
     NoSuchColumn { name: String, columns: String },

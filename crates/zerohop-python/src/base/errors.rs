@@ -1,6 +1,6 @@
 //! zerohop errors become Python exceptions here and nowhere else, with the same message.
 
-use pyo3::exceptions::{PyBufferError, PyMemoryError, PyTypeError, PyValueError};
+use pyo3::exceptions::{PyBufferError, PyMemoryError, PyOSError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::PyErr;
 use zerohop::Error;
@@ -35,6 +35,7 @@ pub fn to_py(err: Error) -> PyErr {
             PyValueError::new_err(message)
         }
         Error::OutOfMemory { .. } => PyMemoryError::new_err(message),
+        Error::System { errno, .. } => PyOSError::new_err((errno, message)),
         Error::DTypeMismatch { .. } => PyTypeError::new_err(message),
         Error::UnsupportedDType { .. }
         | Error::UnsupportedDevice { .. }

@@ -393,20 +393,22 @@ pub fn attach(handle: &SharedHandle) -> Result<Attached> {
 }
 
 fn map_remote(handle: &SharedHandle) -> Result<Arc<Segment>> {
-    let (file, writable) = sys::open_holder(handle.pid, handle.fd).map_err(|e| {
-        bad_handle(format!(
-            "stale handle: segment {} cannot be opened through process {} (descriptor {}): \
-             {e}. The process has exited or freed it; keep the producer's object alive until \
-             every consumer has loaded it",
-            handle.name, handle.pid, handle.fd
-        ))
-    })?;
+    let (file, writable) = sys::open_holder(handle.pid, handle.fd, (handle.dev, handle.ino))
+        .map_err(|e| holder_error(handle, e))?;
     let (dev, ino, file_len) = sys::identity(&file)?;
     handle.check_file(dev, ino, file_len)?;
-    if !sys::is_sealed(&file)? {
+    let seals = sys::seals(&file)?;
+    if !seals.shrink {
         return Err(bad_handle(format!(
             "{} is not a zerohop segment: it is not sealed against shrinking, so mapping it \
              could crash this process",
+            handle.name
+        )));
+    }
+    if seals.write {
+        return Err(bad_handle(format!(
+            "{} is not a zerohop segment: it is sealed against writes, which zerohop's \
+             segments never are",
             handle.name
         )));
     }
@@ -420,6 +422,48 @@ fn map_remote(handle: &SharedHandle) -> Result<Arc<Segment>> {
         name: handle.name.clone(),
         writable,
     }))
+}
+
+/// The seals of a segment that matter for mapping it: shrinking (a mapping could fault) and
+/// writing (zerohop's own segments are never write-sealed).
+struct Seals {
+    shrink: bool,
+    write: bool,
+}
+
+/// Why the holder's descriptor could not be opened, in words that point at the cause.
+fn holder_error(handle: &SharedHandle, error: sys::HolderError) -> Error {
+    match error {
+        sys::HolderError::NotASegment(what) => bad_handle(format!(
+            "descriptor {} of process {} is {what}, not shared memory: the handle does not name \
+             a zerohop segment (refused before opening it)",
+            handle.fd, handle.pid
+        )),
+        sys::HolderError::Replaced => bad_handle(format!(
+            "stale handle: descriptor {} of process {} is no longer segment {} (it was freed \
+             and the number reused); keep the producer's object alive until every consumer has \
+             loaded it",
+            handle.fd, handle.pid, handle.name
+        )),
+        sys::HolderError::Io(e)
+            if matches!(e.raw_os_error(), Some(libc::EMFILE | libc::ENFILE)) =>
+        {
+            Error::System {
+                what: format!("attaching shared-memory segment {}", handle.name),
+                errno: e.raw_os_error().unwrap_or(0),
+                reason: format!(
+                    "{e}: this process holds too many open files; raise the limit (ulimit -n) \
+                     or release tensors it no longer needs"
+                ),
+            }
+        }
+        sys::HolderError::Io(e) => bad_handle(format!(
+            "stale handle: segment {} cannot be opened through process {} (descriptor {}): \
+             {e}. The process has exited or freed it; keep the producer's object alive until \
+             every consumer has loaded it",
+            handle.name, handle.pid, handle.fd
+        )),
+    }
 }
 
 /// Segments mapped in this process now (for tests and diagnostics).
@@ -446,11 +490,20 @@ mod sys {
     /// Newer kernels may insist on it (vm.memfd_noexec = 2); older ones refuse it (EINVAL).
     const MFD_NOEXEC_SEAL: libc::c_uint = 0x0008;
 
+    /// A failed system call: out of memory when the OS says so (no memory, no room in the
+    /// memory-backed file system), an OS error with its code otherwise.
     fn os_error(what: &str, err: io::Error) -> Error {
-        Error::OutOfMemory {
-            requested: 0,
-            device: Device::CPU,
-            reason: format!("{what}: {err}"),
+        match err.raw_os_error() {
+            Some(libc::ENOMEM | libc::ENOSPC) => Error::OutOfMemory {
+                requested: 0,
+                device: Device::CPU,
+                reason: format!("{what}: {err}"),
+            },
+            errno => Error::System {
+                what: what.to_owned(),
+                errno: errno.unwrap_or(0),
+                reason: err.to_string(),
+            },
         }
     }
 
@@ -519,15 +572,16 @@ mod sys {
         Ok((meta.dev(), meta.ino(), meta.size()))
     }
 
-    /// True when the file can no longer shrink (so pages of a mapping never vanish).
-    pub fn is_sealed(file: &File) -> Result<bool> {
+    /// Which seals the file has (none for a file that cannot be sealed: not a memfd).
+    pub fn seals(file: &File) -> Result<super::Seals> {
         // SAFETY: fcntl F_GET_SEALS on an open descriptor only reads its seals.
         let seals = unsafe { libc::fcntl(file.as_raw_fd(), libc::F_GET_SEALS) };
-        if seals < 0 {
-            // Files that cannot be sealed at all (not a memfd) answer EINVAL.
-            return Ok(false);
-        }
-        Ok(seals & libc::F_SEAL_SHRINK != 0)
+        // Files that cannot be sealed at all answer EINVAL.
+        let seals = seals.max(0);
+        Ok(super::Seals {
+            shrink: seals & libc::F_SEAL_SHRINK != 0,
+            write: seals & (libc::F_SEAL_WRITE | libc::F_SEAL_FUTURE_WRITE) != 0,
+        })
     }
 
     /// A shared mapping of the first `len` bytes of `file`, which has at least that many.
@@ -547,11 +601,15 @@ mod sys {
             )
         };
         if ptr == libc::MAP_FAILED {
-            return Err(Error::OutOfMemory {
-                requested: len,
-                device: Device::CPU,
-                reason: format!("mmap of a shared segment: {}", io::Error::last_os_error()),
-            });
+            let err = io::Error::last_os_error();
+            if err.raw_os_error() == Some(libc::ENOMEM) {
+                return Err(Error::OutOfMemory {
+                    requested: len,
+                    device: Device::CPU,
+                    reason: format!("mmap of a shared segment: {err}"),
+                });
+            }
+            return Err(os_error("mmap of a shared segment", err));
         }
         NonNull::new(ptr.cast()).ok_or_else(|| os_error("mmap", io::Error::other("NULL")))
     }
@@ -563,17 +621,69 @@ mod sys {
         unsafe { libc::munmap(ptr.as_ptr().cast(), len) };
     }
 
-    /// Opens descriptor `fd` of process `pid` anew: read-write if allowed, else read-only.
-    pub fn open_holder(pid: u32, fd: i32) -> io::Result<(File, bool)> {
+    /// Why a holder's descriptor was not opened.
+    pub enum HolderError {
+        /// It names a FIFO, socket, device or directory (what it is, in words).
+        NotASegment(&'static str),
+        /// It names another file than the handle's (the number was reused).
+        Replaced,
+        Io(io::Error),
+    }
+
+    /// Opens descriptor `fd` of process `pid` anew, read-write if allowed, else read-only,
+    /// once it is known to be the regular file `(dev, ino)`: a FIFO, a device or a socket is
+    /// refused before it is opened (opening a FIFO would block until a writer comes), and the
+    /// open itself never blocks and never acquires a controlling terminal.
+    pub fn open_holder(
+        pid: u32,
+        fd: i32,
+        identity: (u64, u64),
+    ) -> Result<(File, bool), HolderError> {
+        use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
+
         let path = format!("/proc/{pid}/fd/{fd}");
-        match OpenOptions::new().read(true).write(true).open(&path) {
-            Ok(file) => Ok((file, true)),
-            Err(e) if e.kind() == io::ErrorKind::PermissionDenied => OpenOptions::new()
-                .read(true)
-                .open(&path)
-                .map(|f| (f, false)),
-            Err(e) => Err(e),
+        let meta = std::fs::metadata(&path).map_err(HolderError::Io)?;
+        let kind = meta.file_type();
+        if !kind.is_file() {
+            return Err(HolderError::NotASegment(if kind.is_fifo() {
+                "a FIFO"
+            } else if kind.is_socket() {
+                "a socket"
+            } else if kind.is_char_device() || kind.is_block_device() {
+                "a device"
+            } else if kind.is_dir() {
+                "a directory"
+            } else {
+                "not a regular file"
+            }));
         }
+        if (meta.dev(), meta.ino()) != identity {
+            return Err(HolderError::Replaced);
+        }
+        let open = |write: bool| {
+            OpenOptions::new()
+                .read(true)
+                .write(write)
+                .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY | libc::O_CLOEXEC)
+                .open(&path)
+        };
+        let (file, writable) = match open(true) {
+            Ok(file) => (file, true),
+            Err(e) if e.kind() == io::ErrorKind::PermissionDenied => {
+                (open(false).map_err(HolderError::Io)?, false)
+            }
+            Err(e) => return Err(HolderError::Io(e)),
+        };
+        // The descriptor may have been replaced between the look and the open: look again
+        // at what was opened.
+        let opened = file.metadata().map_err(HolderError::Io)?;
+        if !opened.file_type().is_file() {
+            return Err(HolderError::NotASegment("not a regular file"));
+        }
+        if (opened.dev(), opened.ino()) != identity {
+            return Err(HolderError::Replaced);
+        }
+        Ok((file, writable))
     }
 }
 
@@ -611,7 +721,7 @@ mod sys {
     pub fn identity(_file: &File) -> Result<(u64, u64, u64)> {
         Err(unsupported())
     }
-    pub fn is_sealed(_file: &File) -> Result<bool> {
+    pub fn seals(_file: &File) -> Result<super::Seals> {
         Err(unsupported())
     }
     pub fn map(_file: &File, _len: usize, _writable: bool) -> Result<NonNull<u8>> {
@@ -620,11 +730,22 @@ mod sys {
     /// # Safety
     /// Never called: no segment is ever mapped here.
     pub unsafe fn unmap(_ptr: NonNull<u8>, _len: usize) {}
-    pub fn open_holder(_pid: u32, _fd: i32) -> io::Result<(File, bool)> {
-        Err(io::Error::new(
+    pub enum HolderError {
+        #[allow(dead_code)] // the Linux variants, never made here
+        NotASegment(&'static str),
+        #[allow(dead_code)]
+        Replaced,
+        Io(io::Error),
+    }
+    pub fn open_holder(
+        _pid: u32,
+        _fd: i32,
+        _identity: (u64, u64),
+    ) -> Result<(File, bool), HolderError> {
+        Err(HolderError::Io(io::Error::new(
             io::ErrorKind::Unsupported,
             unsupported().to_string(),
-        ))
+        )))
     }
 }
 

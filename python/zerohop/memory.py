@@ -20,7 +20,7 @@ Block = _m.Block
 
 __all__ = [
     "Arena", "Block", "CudaAsync", "CudaDevice", "CudaManaged", "CudaPinned", "Limit", "Log",
-    "OutOfMemoryError", "Pool", "Resource", "Shared", "Stats", "System", "Tracking",
+    "Monotonic", "OutOfMemoryError", "Pool", "Resource", "Shared", "Stats", "System", "Tracking",
     "get_current",
     "install", "leaks", "reset_current", "set_current", "stats", "use_for_numpy",
     "C_MALLOC_SYMBOL", "C_FREE_SYMBOL", "library_path",
@@ -81,6 +81,14 @@ def Pool(upstream=None, *, initial=0, maximum=None):
 def Arena(upstream=None, *, cached_per_class=64):
     """Per-thread caches of small blocks in front of `upstream` (usually a Pool)."""
     return _m.arena(upstream if upstream is not None else Pool(), cached_per_class)
+
+
+def Monotonic(upstream=None, *, chunk=64 << 20):
+    """Consecutive blocks from `chunk`-byte chunks of `upstream`, never handed out twice; a
+    chunk goes back once a newer one replaced it and every block in it is freed. Over
+    `Shared()`, thousands of results for another process live in a few segments (a few
+    descriptors, not one each), and each may be freed as soon as the other process mapped it."""
+    return _m.monotonic(upstream if upstream is not None else System(), int(chunk))
 
 
 def Limit(upstream, nbytes):

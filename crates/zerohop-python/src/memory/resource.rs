@@ -11,8 +11,8 @@ use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use zerohop::memory::{
     current_resource, set_current_resource, ArenaResource, LimitResource, LogResource,
-    MemoryResource, PoolConfig, PoolResource, Statistics, StatsResource, SystemResource,
-    TrackingResource, POOL_ALIGNMENT,
+    MemoryResource, MonotonicResource, PoolConfig, PoolResource, Statistics, StatsResource,
+    SystemResource, TrackingResource, POOL_ALIGNMENT,
 };
 use zerohop::{Device, Stream};
 
@@ -25,6 +25,7 @@ enum Kind {
     Shared,
     Pool(Arc<PoolResource>),
     Arena(Arc<ArenaResource>),
+    Monotonic(Arc<MonotonicResource>),
     Limit(Arc<LimitResource>),
     Stats(Arc<StatsResource>),
     Tracking(Arc<TrackingResource>),
@@ -60,6 +61,7 @@ impl PyResource {
             Kind::Shared => "Shared",
             Kind::Pool(_) => "Pool",
             Kind::Arena(_) => "Arena",
+            Kind::Monotonic(_) => "Monotonic",
             Kind::Limit(_) => "Limit",
             Kind::Stats(_) => "Stats",
             Kind::Tracking(_) => "Tracking",
@@ -191,9 +193,14 @@ impl PyResource {
                 d.set_item("in_use", l.in_use())?;
                 d.set_item("limit", l.limit())?;
             }
+            Kind::Monotonic(m) => {
+                let u = m.usage();
+                d.set_item("chunks", u.chunks)?;
+                d.set_item("live_blocks", u.live_blocks)?;
+            }
             _ => {
                 return Err(PyTypeError::new_err(format!(
-                    "{} reports no usage (Pool and Limit do)",
+                    "{} reports no usage (Pool, Monotonic and Limit do)",
                     self.name()
                 )))
             }
@@ -443,6 +450,19 @@ fn arena(upstream: &Bound<'_, PyResource>, cached_per_class: usize) -> PyResult<
     })
 }
 
+/// Consecutive blocks from chunks of `chunk` bytes of `upstream`, never reused; a chunk goes
+/// back once a newer one replaced it and its blocks are all freed. Over `Shared`: many results
+/// in a few segments, each freeable as soon as a consumer mapped it. Built by
+/// `zerohop.memory.Monotonic`.
+#[pyfunction]
+#[pyo3(signature = (upstream, chunk=zerohop::memory::DEFAULT_MONOTONIC_CHUNK))]
+fn monotonic(upstream: &Bound<'_, PyResource>, chunk: usize) -> PyResult<PyResource> {
+    wrap(upstream, |up| {
+        let m = Arc::new(MonotonicResource::new(up, chunk)?);
+        Ok((m.clone(), Kind::Monotonic(m)))
+    })
+}
+
 /// Refuses any allocation that would take the bytes outstanding through it above
 /// `nbytes`, raising `OutOfMemoryError` with the numbers. Built by `zerohop.memory.Limit`.
 #[pyfunction]
@@ -619,6 +639,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
         wrap_pyfunction!(cuda_pinned, m)?,
         wrap_pyfunction!(pool, m)?,
         wrap_pyfunction!(arena, m)?,
+        wrap_pyfunction!(monotonic, m)?,
         wrap_pyfunction!(limit, m)?,
         wrap_pyfunction!(stats, m)?,
         wrap_pyfunction!(tracking, m)?,

@@ -7,6 +7,7 @@ mod arena;
 mod failure;
 mod limit;
 mod log;
+mod monotonic;
 mod pool;
 mod registry;
 mod shared;
@@ -26,6 +27,7 @@ pub use arena::{ArenaResource, DEFAULT_CACHED_PER_CLASS};
 pub use failure::{FailureCallback, FailureCallbackResource};
 pub use limit::LimitResource;
 pub use log::{LogResource, LOG_HEADER};
+pub use monotonic::{MonotonicResource, MonotonicUsage, DEFAULT_MONOTONIC_CHUNK};
 pub use pool::{
     block_size, PoolConfig, PoolResource, PoolUsage, CLASS_COUNT, CLASS_MAX, CLASS_SIZES,
     POOL_ALIGNMENT,

@@ -192,8 +192,8 @@ pub unsafe extern "C" fn zh_map_apply(
 /// Shapes and strides (in elements) of a group of k columns over n rows, S the pitch of a
 /// component and D the distance between the group's consecutive columns (`zh_table_column_info`):
 /// * one plain column: (n, 1), strides (1, S); k plain columns: (n, k), strides (1, D);
-/// * one vector[R]: (n, R), strides (1, S); k vectors: (n, k, R), strides (1, D, S);
-/// * one matrix[R×C]: (n, R, C); k matrices (n, k, R, C), strides following the component
+/// * one vector of R: (n, R), strides (1, S); k vectors: (n, k, R), strides (1, D, S);
+/// * one R×C matrix: (n, R, C); k matrices (n, k, R, C), strides following the component
 ///   order (column-major: (…, S, R·S));
 /// * k table scalars: (n, k) with row stride 0 (or a filled copy, with `ZH_MAP_ALLOW_COPY`).
 ///

@@ -102,6 +102,28 @@ def test_pooled_shared_memory_puts_many_tensors_in_one_segment():
         zm.reset_current()
 
 
+def test_monotonic_shared_memory_keeps_a_freed_result_for_whoever_mapped_it():
+    """Monotonic over Shared: many results in one segment, and a block freed by the producer
+    is never handed out again, so a consumer's view of it keeps its values."""
+    mono = zm.Monotonic(zm.Shared(), chunk=1 << 20)
+    zm.set_current(mono)
+    try:
+        results = [zerohop.zeros((1000,), "float32") for _ in range(50)]
+        handles = [handle_of(t) for t in results]
+        assert len({h["shared"] for h in handles}) == 1, "one segment for all 50"
+        results[7].numpy()[:] = 7.0
+        mapped = pickle.loads(pickle.dumps(results[7]))  # as a consumer would, by handle
+        del results[7]
+        gc.collect()
+        fresh = [zerohop.zeros((1000,), "float32") for _ in range(5)]
+        for f in fresh:
+            f.numpy()[:] = -1.0
+        assert (mapped.numpy() == 7.0).all(), "the freed block was not reused"
+        assert mono.usage() == {"chunks": 1, "live_blocks": 54}
+    finally:
+        zm.reset_current()
+
+
 def consume(conn):
     """Runs in another process: loads what arrives, reports, and writes back."""
     obj = conn.recv()

@@ -165,12 +165,38 @@ def _outliers(records, parts, error):
     return found
 
 
+def raise_descriptor_limit():
+    """Lifts this process's soft limit on open files to its hard limit (workers inherit it):
+    rows arrive in shared memory, a few descriptors per worker, but Dask, Ray and torch hold
+    sockets and libraries too, and the common soft limit (1024, or less in containers) is
+    the one a user did not choose. Returns the soft limit now in force."""
+    try:
+        import resource
+    except ImportError:  # not Unix
+        return None
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    target = hard
+    if target == resource.RLIM_INFINITY:
+        try:  # the kernel's ceiling for one process
+            target = int(Path("/proc/sys/fs/nr_open").read_text())
+        except (OSError, ValueError):
+            return soft
+    if soft != resource.RLIM_INFINITY and soft < target:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+            soft = target
+        except (OSError, ValueError):
+            pass
+    return soft
+
+
 def run_batch(config, say=print) -> BatchResult:
     """Runs the job over `config.records`; the output folder is written only if it succeeds.
     Under `torchrun --nproc-per-node N` every rank takes every N-th record, trains one
     DistributedDataParallel model on its own records' beats, and rank 0 writes the report."""
     torch = sources.require_job(config)
     paths = find_records(config.records)
+    raise_descriptor_limit()
     world = _World(torch, config.device)
     try:
         if world.size > len(paths):

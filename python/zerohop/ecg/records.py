@@ -98,11 +98,22 @@ def find_records(spec: str) -> list[Path]:
     return records
 
 
+#: Shared memory for the rows of every record this process makes for a job on this machine
+#: (made at the first such record). Monotonic: the job maps one segment per chunk, not one per
+#: record (a descriptor each), and a result freed here once the job mapped it is never written
+#: over, so workers need not hold what they sent.
+_ROWS_MEMORY = None
+ROWS_CHUNK = 64 << 20
+
+
 def _memory_for_rows(options):
+    global _ROWS_MEMORY
     import zerohop.memory as zm
 
     if options.shared_on is not None and options.shared_on == boot_id():
-        zm.set_current(zm.Shared())
+        if _ROWS_MEMORY is None:
+            _ROWS_MEMORY = zm.Monotonic(zm.Shared(), chunk=ROWS_CHUNK)
+        zm.set_current(_ROWS_MEMORY)
     else:
         zm.reset_current()
 

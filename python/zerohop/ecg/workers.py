@@ -48,8 +48,9 @@ class InProcess:
 
 
 def _worker_main(conn, options, threads):
-    """A local worker: records in, rows out. It keeps every result it sent until told to stop,
-    because the parent maps the rows' shared memory through this process."""
+    """A local worker: records in, rows out. The parent maps a result's rows through this
+    process while unpickling it, before it gives this worker its next task: so the results sent
+    so far may go when the next task comes (their memory is never reused: see records.py)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
     # The workers share the cores: each gets its part for zerohop's parallel stages (read
     # before zerohop's thread pool first starts, which is at the first record).
@@ -58,6 +59,7 @@ def _worker_main(conn, options, threads):
     sent = []
     while True:
         task = conn.recv()
+        sent.clear()  # the parent has mapped every result sent before this message
         if task is None:
             return
         index, path = task

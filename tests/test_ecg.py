@@ -293,3 +293,25 @@ def test_the_reports_accuracy_agrees_with_score():
                                       signal.shape[0])
     assert (got["tp"], got["fp"], got["fn"]) == (tp, fp, fn) and got["sensitivity"] == sens
     assert sum(c["found"] for c in got["classes"]) == tp
+
+
+@requires_torch
+def test_training_keeps_every_physical_core_however_loaded_the_machine(monkeypatch):
+    from zerohop.ecg.vae import physical_cores, training_threads
+
+    cores = physical_cores(sorted(os.sched_getaffinity(0)))
+    monkeypatch.setattr(os, "getloadavg", lambda: (1000.0, 1000.0, 1000.0))
+    assert training_threads() == max(1, min(cores, 8))
+    assert training_threads(3) == 3
+
+
+@requires_torch
+def test_embedding_many_small_records_batches_across_them():
+    from zerohop.ecg.vae import _normalised_batches
+
+    parts = [torch.arange(k * 4, dtype=torch.float32).reshape(k, 4) + 100 * k
+             for k in (3, 0, 5, 1)]
+    batches = list(_normalised_batches(parts, 4, 4, "cpu", center=1.0, scale=2.0))
+    assert [int(b.shape[0]) for b in batches] == [4, 4, 1]
+    expected = (torch.cat(parts) - 1.0) / 2.0
+    assert torch.equal(torch.cat(batches), expected)

@@ -91,17 +91,30 @@ def _progress(epoch, epochs, loss, started, stream=sys.stderr):
 
 def training_threads(requested=None):
     """CPU threads for training: `requested`, else the cores this process may use less the
-    ones other work keeps busy (the 1-minute load average), at least one. The model is small:
-    threads that must share cores with other work wait on each other (measured on a 2-core
-    machine during a build: 6× slower than one thread), while idle cores do help."""
+    ones other work keeps busy (the 1-minute load average), but never fewer than its physical
+    cores: load from other work is shared by the scheduler, and a day-long record trained on
+    one thread of a busy machine took minutes. At most 8: the model is small."""
     if requested is not None:
         return max(1, int(requested))
     try:
-        cores = len(os.sched_getaffinity(0))
+        allowed = sorted(os.sched_getaffinity(0))
     except AttributeError:  # not Linux
-        cores = os.cpu_count() or 1
+        allowed = list(range(os.cpu_count() or 1))
     busy = int(os.getloadavg()[0]) if hasattr(os, "getloadavg") else 0
-    return max(1, min(cores - busy, 8))
+    return max(1, min(max(physical_cores(allowed), len(allowed) - busy), 8))
+
+
+def physical_cores(cpus):
+    """How many physical cores the logical `cpus` belong to (hyper-threads share one), from
+    Linux's topology files; `len(cpus)` where they cannot be read."""
+    cores = set()
+    for cpu in cpus:
+        try:
+            with open(f"/sys/devices/system/cpu/cpu{cpu}/topology/thread_siblings_list") as f:
+                cores.add(f.read().strip())
+        except OSError:
+            return len(cpus)
+    return len(cores) or len(cpus)
 
 
 def train(beats, *, epochs=30, batch_size=1024, lr=1e-3, seed=42, device="cpu",
@@ -249,9 +262,8 @@ def embed(model, beats, scale, device="cpu", batch_size=4096, center=0.0):
     in units of the beats' variance, the same for mV and ADC counts) for every beat."""
     model.eval()
     mus, logvars, recons, errors = [], [], [], []
-    parts, _ = _parts(beats)
-    for chunk in (c for p in parts for c in p.split(batch_size)):
-        normalised = (chunk.to(device) - center) / scale
+    parts, width = _parts(beats)
+    for normalised in _normalised_batches(parts, width, batch_size, device, center, scale):
         mu, logvar = model.encode(normalised.unsqueeze(1))
         decoded = model.decode(mu).squeeze(1)
         mus.append(mu.cpu())
@@ -259,3 +271,29 @@ def embed(model, beats, scale, device="cpu", batch_size=4096, center=0.0):
         recons.append((decoded * scale + center).cpu())
         errors.append(((decoded - normalised) ** 2).mean(dim=1).cpu())
     return torch.cat(mus), torch.cat(logvars), torch.cat(recons), torch.cat(errors)
+
+
+def _normalised_batches(parts, width, batch_size, device, center, scale):
+    """The parts' beats, normalised, in batches of `batch_size` rows (the last one shorter):
+    thousands of small records make a few large batches rather than a pass each. Each beat is
+    read once, straight into the batch (normalising writes a new tensor anyway)."""
+    import torch
+
+    total = sum(int(p.shape[0]) for p in parts)
+    done = 0
+    pending = ((p, 0) for p in parts)
+    part, start = next(pending, (None, 0))
+    while done < total:
+        rows = min(batch_size, total - done)
+        batch = torch.empty((rows, width), dtype=torch.float32, device=device)
+        filled = 0
+        while filled < rows:
+            take = min(rows - filled, int(part.shape[0]) - start)
+            out = batch[filled:filled + take]
+            out.copy_(part[start:start + take])
+            out.sub_(center).div_(scale)
+            filled, start = filled + take, start + take
+            if start == int(part.shape[0]):
+                part, start = next(pending, (None, 0))
+        done += rows
+        yield batch

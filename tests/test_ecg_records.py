@@ -178,3 +178,58 @@ def test_torchrun_trains_one_model_over_ranks_each_with_its_own_records(folder, 
     for name in ("mitdb100", "synthetic140", "synthetic55", "synthetic95"):
         assert f"| {name} | 360 |" in report
     assert "4/4 with the same pointer; bytes copied on the way: 0" in report
+
+
+@requires_torch
+def test_a_worker_that_hangs_fails_only_its_record_after_the_time_limit(folder, tmp_path,
+                                                                        monkeypatch):
+    from zerohop.ecg.records import STOP_SWITCH
+
+    monkeypatch.setenv(STOP_SWITCH, "synthetic140")
+    result = job(folder, tmp_path / "out", workers=2, record_timeout=3.0)
+    assert [f.name for f in result.failures] == ["synthetic140"]
+    assert "took longer than 3 s (--record-timeout)" in result.failures[0].error
+    assert [r.name for r in result.records] == ["mitdb100", "synthetic55", "synthetic95"]
+
+
+@requires_torch
+def test_workers_that_fail_to_start_are_replaced_and_then_given_up_on(folder, tmp_path,
+                                                                      monkeypatch):
+    from zerohop.ecg.workers import START_FAULT
+
+    monkeypatch.setenv(START_FAULT, f"2:{tmp_path / 'starts'}")
+    result = job(folder, tmp_path / "out", workers=2)
+    assert not result.failures and len(result.records) == 4
+    assert (tmp_path / "starts").read_text() == "xx", "two starts failed, then it went on"
+    monkeypatch.setenv(START_FAULT, f"100:{tmp_path / 'always'}")
+    with pytest.raises(EcgInputError, match=r"no worker process could start \(3 tried: "
+                                            r"pid \d+, exit code 3"):
+        job(folder, tmp_path / "never", workers=2)
+    assert not (tmp_path / "never").exists()
+
+
+@requires_torch
+def test_sigterm_leaves_no_staging_folder_behind(tmp_path):
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    out = tmp_path / "out"
+    proc = subprocess.Popen([sys.executable, "-m", "zerohop.ecg", "--synthetic", "0.3",
+                             "--epochs", "200", "--no-plots", "--out", str(out)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        begun = time.monotonic()
+        while not list(tmp_path.glob(".out.partial-*")):
+            assert proc.poll() is None, proc.stderr.read().decode()[-2000:]
+            assert time.monotonic() - begun < 120, "the job never staged its output"
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(60) == 128 + signal.SIGTERM
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.stderr.close()
+    assert not list(tmp_path.glob(".out.partial-*")), "the staging folder was left behind"
+    assert not out.exists()

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import argparse
 import math
+import signal
 import sys
+import threading
 from pathlib import Path
 
 from .errors import EcgInputError
@@ -91,6 +93,10 @@ def parser():
     engine.add_argument("--dask", metavar="ADDRESS", help="run the records on a Dask cluster "
                         "(a scheduler address, or 'local' for a LocalCluster of --workers "
                         "processes)")
+    many.add_argument("--record-timeout", type=_finite("--record-timeout", 1, 10 ** 6),
+                      default=None, metavar="SECONDS",
+                      help="with --workers: a record taking longer fails, and its worker is "
+                      "replaced (default: 2 minutes plus 30 s per MiB of the record's files)")
     many.add_argument("--stop-on-error", action="store_true",
                       help="stop at the first record that fails (default: report it, go on)")
     p.add_argument("--no-progress", action="store_true", help="no training progress bar")
@@ -99,12 +105,32 @@ def parser():
     return p
 
 
+class _Terminated(SystemExit):
+    """SIGTERM, raised where the job is, so every `with` on the way out cleans up (the staging
+    folder, the workers) as it does for Ctrl-C; the exit status is the shell's 128 + 15."""
+
+
+def _on_sigterm(signum, frame):
+    raise _Terminated(128 + signal.SIGTERM)
+
+
 def main(argv=None):
+    if threading.current_thread() is not threading.main_thread():
+        return _main(argv)  # signal handlers belong to the main thread
+    previous = signal.signal(signal.SIGTERM, _on_sigterm)
+    try:
+        return _main(argv)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _main(argv=None):
     p = parser()
     args = p.parse_args(argv)
     if args.records is None and (args.ray or args.dask or args.workers != 1
-                                 or args.stop_on_error):
-        p.error("--workers, --ray, --dask and --stop-on-error go with --records")
+                                 or args.stop_on_error or args.record_timeout is not None):
+        p.error("--workers, --ray, --dask, --record-timeout and --stop-on-error go with "
+                "--records")
     if args.records is not None:
         return _main_records(args)
     from .pipeline import Config, run
@@ -146,7 +172,8 @@ def _config(args):
                   batch_size=args.batch_size, threads=args.threads, seed=args.seed,
                   progress=not args.no_progress and sys.stderr.isatty(),
                   plots=not args.no_plots, records=args.records, workers=args.workers,
-                  ray=args.ray, dask=args.dask, stop_on_error=args.stop_on_error)
+                  ray=args.ray, dask=args.dask, stop_on_error=args.stop_on_error,
+                  record_timeout=args.record_timeout)
 
 
 def _main_records(args):

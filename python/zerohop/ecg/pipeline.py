@@ -46,6 +46,9 @@ class Config:
     ray: str | None = None
     dask: str | None = None
     stop_on_error: bool = False
+    #: Seconds a record may take under --workers before its worker is stopped (None: 2 min
+    #: plus 30 s per MiB of the record's files).
+    record_timeout: float | None = None
 
 
 @dataclass

@@ -24,6 +24,8 @@ from .errors import EcgInputError
 #: Fault injection for the tests: a worker that reaches the record of this name kills itself
 #: with SIGKILL, as the kernel's OOM killer would.
 KILL_SWITCH = "ZEROHOP_ECG_KILL_WORKER_ON"
+#: ... one that reaches the record of this name stops itself with SIGSTOP (hung for good).
+STOP_SWITCH = "ZEROHOP_ECG_STOP_WORKER_ON"
 
 
 def boot_id():
@@ -126,10 +128,13 @@ def process_record(index: int, path: str, options: RecordOptions) -> RecordBeats
     begun = time.perf_counter()
     path = Path(path)
     name = record_name(path)
-    if os.environ.get(KILL_SWITCH) == name and os.getpid() != options.job_pid:
+    if os.getpid() != options.job_pid:
         import signal
 
-        os.kill(os.getpid(), signal.SIGKILL)
+        if os.environ.get(KILL_SWITCH) == name:
+            os.kill(os.getpid(), signal.SIGKILL)
+        if os.environ.get(STOP_SWITCH) == name:
+            os.kill(os.getpid(), signal.SIGSTOP)
     config = Config(rate=options.rate if path.suffix == ".csv" else None, column=options.column, delimiter=options.delimiter,
                     **({"csv": path} if path.suffix == ".csv" else {"wfdb": path.with_suffix("")}))
     data = sources.load(config, say=lambda *_: None)

@@ -13,6 +13,7 @@ import multiprocessing as mp
 import os
 import pickle
 import signal
+import time
 from pathlib import Path
 from multiprocessing.connection import wait
 
@@ -52,6 +53,7 @@ def _worker_main(conn, options, threads):
     process while unpickling it, before it gives this worker its next task: so the results sent
     so far may go when the next task comes (their memory is never reused: see records.py)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
+    _failing_start()
     # The workers share the cores: each gets its part for zerohop's parallel stages (read
     # before zerohop's thread pool first starts, which is at the first record).
     os.environ["RAYON_NUM_THREADS"] = str(threads)
@@ -72,6 +74,31 @@ def _worker_main(conn, options, threads):
         conn.send(result)
 
 
+#: Fault injection for the tests: "N:FILE" makes the first N worker starts fail (exit code 3),
+#: counted in FILE across processes.
+START_FAULT = "ZEROHOP_ECG_FAIL_WORKER_STARTS"
+
+
+def _failing_start():
+    fault = os.environ.get(START_FAULT)
+    if not fault:
+        return
+    count, path = fault.split(":", 1)
+    with open(path, "a+") as counter:
+        counter.seek(0)
+        failed = len(counter.read())
+        if failed < int(count):
+            counter.write("x")
+            counter.flush()
+            os._exit(3)
+
+
+#: Workers that may fail to start one after another before the job gives up.
+START_ATTEMPTS = 3
+#: How long a worker may take to start (spawn, import zerohop) before it counts as failed.
+START_SECONDS = 120.0
+
+
 class _Worker:
     def __init__(self, context, options, threads):
         self.conn, child = context.Pipe()
@@ -80,21 +107,46 @@ class _Worker:
         self.process.start()
         child.close()
         self.task = None
+        self.deadline = None
         self.ready = False
 
     def wait_ready(self):
+        """True once the worker said it is ready; False (and the worker stopped) when it ended
+        or hung while starting."""
         if not self.ready:
+            if not self.conn.poll(START_SECONDS):
+                self.stop()
+                return False
             try:
                 self.conn.recv()
-            except EOFError:
-                self.process.join()
-                raise EcgInputError(f"a worker process ({_ended(self.process)}) ended while "
-                                    f"starting") from None
+            except (EOFError, OSError):
+                self.stop()
+                return False
             self.ready = True
+        return True
 
-    def give(self, task):
+    def give(self, task, timeout):
         self.task = task
+        self.deadline = None if timeout is None else time.monotonic() + timeout
         self.conn.send(task)
+
+    def stop(self):
+        """Ends the process however it is (running, hung, stopped by SIGSTOP) and its pipe."""
+        if self.process.is_alive():
+            self.process.kill()  # SIGKILL also ends a stopped process
+        self.process.join()
+        self.conn.close()
+
+
+def record_timeout(path, limit=None):
+    """Seconds a record may take: `limit` (--record-timeout), else 2 minutes plus 30 s per MiB
+    of its files (a day-long CSV is a few hundred MiB, a 30-minute MIT-BIH record 2 MiB)."""
+    if limit is not None:
+        return limit
+    path = Path(path)
+    files = [path] if path.suffix == ".csv" else list(path.parent.glob(path.stem + ".*"))
+    size = sum(f.stat().st_size for f in files if f.is_file())
+    return 120.0 + 30.0 * size / (1 << 20)
 
 
 class LocalProcesses:
@@ -102,24 +154,43 @@ class LocalProcesses:
     come back in `zerohop.memory.Shared` memory as handles, mapped here without a copy. A worker
     that dies (killed, out of memory) fails the record it was on; a new worker takes its place."""
 
-    def __init__(self, paths, options, workers, threads_per_worker=None):
+    def __init__(self, paths, options, workers, threads_per_worker=None, timeout=None):
         self.paths, self.workers = paths, max(1, min(workers, len(paths)))
         self.options = options
+        self.timeout = timeout
         self.label = f"{self.workers} local worker process(es)"
         self._context = mp.get_context("spawn")
         self._threads = threads_per_worker or max(1, _cores() // self.workers)
         self._live = []
+        self._start_failures = []
 
     def __enter__(self):
         return self
 
+    def _new_worker(self):
+        """A started worker, or None after START_ATTEMPTS in a row failed to start (each
+        failure is remembered for the error message)."""
+        while len(self._start_failures) < START_ATTEMPTS:
+            worker = _Worker(self._context, self.options, self._threads)
+            if worker.wait_ready():
+                self._start_failures.clear()
+                return worker
+            self._start_failures.append(_ended(worker.process))
+        return None
+
     def start(self):
         """Starts the workers and waits until each has imported zerohop (`results` does it
-        too; benches call it first to time the records alone)."""
+        too; benches call it first to time the records alone). A worker that fails to start
+        is replaced like one that dies; with none started, the job cannot run."""
         while len(self._live) < self.workers:
-            self._live.append(_Worker(self._context, self.options, self._threads))
-        for worker in self._live:
-            worker.wait_ready()
+            worker = self._new_worker()
+            if worker is None:
+                break
+            self._live.append(worker)
+        if not self._live:
+            raise EcgInputError(
+                f"no worker process could start ({START_ATTEMPTS} tried: "
+                f"{'; '.join(self._start_failures)})")
         return self
 
     def __exit__(self, *exc):
@@ -130,12 +201,22 @@ class LocalProcesses:
                 pass
         for worker in self._live:
             worker.process.join(timeout=10)
-            if worker.process.is_alive():
-                worker.process.kill()
-                worker.process.join()
-            worker.conn.close()
+            worker.stop()
         self._live = []
         return False
+
+    def _replace(self, worker, idle, todo):
+        self._live.remove(worker)
+        worker.stop()
+        if todo:
+            replacement = self._new_worker()
+            if replacement is not None:
+                self._live.append(replacement)
+                idle.append(replacement)
+        if not self._live and todo:
+            raise EcgInputError(
+                f"every worker process died and none could be started again "
+                f"({'; '.join(self._start_failures)}); {len(todo)} record(s) not processed")
 
     def results(self):
         todo = list(enumerate(str(p) for p in self.paths))[::-1]
@@ -144,15 +225,34 @@ class LocalProcesses:
         outstanding = 0
         while todo or outstanding:
             while idle and todo:
-                idle.pop().give(todo.pop())
+                index, path = todo.pop()
+                idle.pop().give((index, path), record_timeout(path, self.timeout))
                 outstanding += 1
             by_handle = {}
+            deadlines = []
             for worker in self._live:
                 if worker.task is not None:
                     by_handle[worker.conn] = worker
                     by_handle[worker.process.sentinel] = worker
-            for ready in wait(list(by_handle)):
-                worker = by_handle[ready]
+                    if worker.deadline is not None:
+                        deadlines.append(worker.deadline)
+            wait_for = max(0.0, min(deadlines) - time.monotonic()) if deadlines else None
+            ready = wait(list(by_handle), timeout=wait_for)
+            now = time.monotonic()
+            late = [w for w in self._live if w.task is not None and w.deadline is not None
+                    and now >= w.deadline and w.conn not in ready
+                    and w.process.sentinel not in ready]
+            for worker in late:
+                index, path = worker.task
+                limit = record_timeout(path, self.timeout)
+                worker.task = None
+                outstanding -= 1
+                self._replace(worker, idle, todo)
+                yield RecordFailure(index, record_name(Path(path)),
+                                    f"took longer than {limit:.0f} s (--record-timeout); its "
+                                    f"worker was stopped and replaced")
+            for ready_handle in ready:
+                worker = by_handle[ready_handle]
                 if worker.task is None:
                     continue  # its result and its end were both ready; handled already
                 index, path = worker.task
@@ -178,13 +278,7 @@ class LocalProcesses:
                 if worker.process.is_alive():
                     idle.append(worker)
                 else:
-                    self._live.remove(worker)
-                    worker.conn.close()
-                    if todo:
-                        replacement = _Worker(self._context, self.options, self._threads)
-                        replacement.wait_ready()
-                        self._live.append(replacement)
-                        idle.append(replacement)
+                    self._replace(worker, idle, todo)
                 yield result
 
 
@@ -335,7 +429,7 @@ class DaskCluster:
             yield self._take(future, index)[0]
 
 
-def backend(paths, options, *, workers=1, ray=None, dask=None):
+def backend(paths, options, *, workers=1, ray=None, dask=None, timeout=None):
     """The backend the arguments choose; shared memory wherever the rows stay on this machine."""
     from dataclasses import replace
 
@@ -346,7 +440,7 @@ def backend(paths, options, *, workers=1, ray=None, dask=None):
     if dask is not None:
         return DaskCluster(paths, here, dask, workers)
     if workers > 1 and len(paths) > 1:
-        return LocalProcesses(paths, here, workers)
+        return LocalProcesses(paths, here, workers, timeout=timeout)
     return InProcess(paths, options)
 
 

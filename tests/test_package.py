@@ -39,3 +39,31 @@ def test_the_tour_does_not_claim_torch_ran_without_torch():
     out = run(code)
     assert "torch not installed, so not multiplied" in out
     assert "x10" not in out
+
+
+def elf_sections(data):
+    """The section names of a 64-bit little-endian ELF file."""
+    import struct
+
+    shoff, = struct.unpack_from("<Q", data, 0x28)
+    entsize, count, names_index = struct.unpack_from("<HHH", data, 0x3A)
+    headers = [data[shoff + i * entsize:shoff + (i + 1) * entsize] for i in range(count)]
+    names_at, = struct.unpack_from("<Q", headers[names_index], 0x18)
+    found = []
+    for header in headers:
+        start = names_at + struct.unpack_from("<I", header, 0)[0]
+        found.append(data[start:data.index(b"\0", start)].decode())
+    return found
+
+
+def test_the_extension_keeps_its_symbols_and_stays_small():
+    """Release builds keep the symbol table (named Rust frames) but no debug info: the
+    extension compresses (as in a wheel) to well under 15 MB."""
+    import zlib
+    from pathlib import Path
+
+    library = Path(zerohop._zerohop.__file__).read_bytes()
+    sections = elf_sections(library)
+    assert ".symtab" in sections, f"stripped of its symbol table: {sections}"
+    assert not [s for s in sections if s.startswith(".debug_")], "debug info: a ~55 MB wheel"
+    assert len(zlib.compress(library, 6)) < 15e6

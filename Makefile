@@ -61,6 +61,8 @@ test-rust: venv
 	cargo test --workspace --exclude zerohop-python --features zerohop/arrow,zerohop/ndarray
 	# The Rust SoA → tensors → model → output column example (ndarray views, pointer checks).
 	cargo run -q -p zerohop --features ndarray --example soa_inference 1000
+	# The same over buffers the example allocates itself (CMS's layout), wrapped, in batches.
+	cargo run -q -p zerohop --features ndarray --example cms_wrap 10000 1000
 	# The host-side parts of the ECG crate's CUDA module (its PTX cache); no GPU needed.
 	cargo test -p zerohop-ecg --features cuda --lib gpu::
 

@@ -54,6 +54,22 @@ if [[ -z ${ZEROHOP_PREBUILT:-} ]]; then
   fi
   time g++ -std=c++20 -O1 -Wall -Werror "${TORCH_INC[@]}" "$ROOT/examples/cpp/soa_inference.cpp" \
     "${ALLOCATOR[@]}" "${ZH_FLAGS[@]}" -Wl,-rpath,"$OUT" "${TORCH_LIB[@]}" -o "$OUT/soa_inference"
+  # The CMS flow over buffers the program allocates itself (cms_wrap.cpp): on "cuda" with
+  # cudaMalloc, which needs the CUDA runtime's headers and the libcudart torch came with.
+  CMS_CUDA=()
+  if [[ -n ${ZH_CUDA_INCLUDE:-} ]]; then
+    CUDART=$("$PY" -c 'import glob, os, site, torch
+roots = [os.path.dirname(torch.__file__)] + site.getsitepackages()
+found = [p for r in roots for p in glob.glob(os.path.join(r, "**", "libcudart.so*"), recursive=True)]
+print(sorted(found)[-1] if found else "")')
+    if [[ -n $CUDART ]]; then
+      CMS_CUDA=(-DZH_CMS_CUDA -isystem "$ZH_CUDA_INCLUDE" "$CUDART" -Wl,-rpath,"$(dirname "$CUDART")"
+        -ltorch_cuda -lc10_cuda)
+    fi
+  fi
+  echo "== C++ CMS example over the program's own buffers${CMS_CUDA:+ (with cudaMalloc)}"
+  g++ -std=c++20 -O1 -Wall -Werror "${TORCH_INC[@]}" "$ROOT/examples/cpp/cms_wrap.cpp" \
+    "${CMS_CUDA[@]}" "${ZH_FLAGS[@]}" -Wl,-rpath,"$OUT" "${TORCH_LIB[@]}" -o "$OUT/cms_wrap"
   "$PY" "$ROOT/examples/cpp/make_model.py" "$OUT/track_scorer.pt"
   if [[ $DEVICE == bench ]]; then
     g++ -std=c++20 -O2 -Wall -Werror "${TORCH_INC[@]}" "$ROOT/examples/cpp/map_bench.cpp" \
@@ -67,3 +83,4 @@ fi
 
 "$OUT/smoke"
 "$OUT/soa_inference" "$OUT/track_scorer.pt" "$DEVICE" "$ROWS"
+"$OUT/cms_wrap" "$OUT/track_scorer.pt" "$DEVICE" "$((ROWS * 10))" "$ROWS"

@@ -225,12 +225,17 @@ def test_bad_input_is_one_line_exit_2_and_nothing_is_written(tmp_path, capsys):
 def test_arguments_are_checked_before_any_work(tmp_path, capsys):
     for args, says in ((["--synthetic", "inf"], "finite"), (["--synthetic", "1e6"], "hours"),
                        (["--rate", "0"], "50 to 100000"), (["--batch-size", "0"], "--batch-size"),
-                       (["--epochs", "0"], "--epochs"), (["--delimiter", "|"], "tab")):
+                       (["--epochs", "0"], "--epochs"), (["--delimiter", "|"], "tab"),
+                       (["--seed", "-1"], "--seed must be 0 to 4294967295"),
+                       (["--seed", str(2 ** 64)], "--seed must be 0 to 4294967295"),
+                       (["--threads", "0"], "--threads must be 1 to 1024")):
         with pytest.raises(SystemExit) as exit:
             main(["--out", str(tmp_path / "never"), *args])
         assert exit.value.code == 2 and says in capsys.readouterr().err, args
     assert not (tmp_path / "never").exists()
-    assert "(default: 1024)" in main.__globals__["parser"]().format_help()
+    help = main.__globals__["parser"]().format_help()
+    assert "(default: 1024)" in help and "(default: 42)" in help
+    assert "None" not in help and "(default: False)" not in help
 
 
 @requires_torch

@@ -26,7 +26,9 @@ def _finite(kind, low=None, high=None, integer=False):
         if not math.isfinite(value):
             raise argparse.ArgumentTypeError(f"{text} is not a finite number")
         if (low is not None and value < low) or (high is not None and value > high):
-            bounds = f"{low:g} to {high:g}" if high is not None else f"at least {low:g}"
+            shown = (lambda v: f"{v:d}") if integer else (lambda v: f"{v:g}")
+            bounds = f"{shown(low)} to {shown(high)}" if high is not None else \
+                f"at least {shown(low)}"
             raise argparse.ArgumentTypeError(f"{text}: {kind} must be {bounds}")
         return value
 
@@ -39,10 +41,21 @@ def _delimiter(text):
     return DELIMITERS[text]
 
 
+class _Defaults(argparse.ArgumentDefaultsHelpFormatter):
+    """Shows a default only where there is one: options without (None) or with a default
+    that depends on the input say so in their own help, and flags need none."""
+
+    def _get_help_string(self, action):
+        if action.default is None or action.default is False or \
+                "(default" in (action.help or ""):
+            return action.help
+        return super()._get_help_string(action)
+
+
 def parser():
     p = argparse.ArgumentParser(
         prog="zerohop-ecg",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        formatter_class=_Defaults,
         description="ECG → heartbeats → LightVAE → plots and a report, every hand-off "
         "zero-copy. Without an input it runs on the bundled MIT-BIH record 100 (30 min, "
         "360 Hz) and scores the detection against its reference annotations.")
@@ -78,8 +91,9 @@ def parser():
                    "a sixteenth of the training beats, at least 16)")
     p.add_argument("--threads", type=_finite("--threads", 1, 1024, integer=True),
                    help="CPU threads for training (default: the cores not busy with other "
-                   "work, by the load average)")
-    p.add_argument("--seed", type=int, default=42)
+                   "work, by the load average, never fewer than the physical cores, at most 8)")
+    p.add_argument("--seed", type=_finite("--seed", 0, 2 ** 32 - 1, integer=True), default=42,
+                   help="seed for the synthetic signal, the split and the model's weights")
     p.add_argument("--out", type=Path, default=Path("out/ecg"),
                    help="folder for the figures and report.md (written only if the job "
                    "succeeds)")

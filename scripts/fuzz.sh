@@ -27,19 +27,32 @@ fi
 cd fuzz
 echo "building the fuzz targets (AddressSanitizer, debug assertions on)"
 cargo +nightly fuzz build -O || { echo "the fuzz targets did not build"; exit 1; }
-failed=()
-for t in $TARGETS; do
+# Two targets at a time (each fuzzer is one process; the machine has 2 cores): the same
+# seconds for every target, half the wall time.
+JOBS=${FUZZ_JOBS:-2}
+run_one() {
+  local t=$1
   mkdir -p "corpus/$t" "seeds/$t"
-  echo "== fuzz $t for ${SECONDS_EACH}s"
   # -rss_limit_mb: a target that needs more is a bug (every input is small).
-  if ! cargo +nightly fuzz run -O "$t" "corpus/$t" "seeds/$t" -- \
+  if cargo +nightly fuzz run -O "$t" "corpus/$t" "seeds/$t" -- \
       -max_total_time="$SECONDS_EACH" -rss_limit_mb=2048 -timeout=10 -print_final_stats=1 \
       > "corpus/$t.log" 2>&1; then
-    grep -E "panicked at|ERROR|SUMMARY|Test unit written" -A3 "corpus/$t.log" | head -30
-    failed+=("$t")
+    echo "== fuzz $t for ${SECONDS_EACH}s: $(grep -E "stat::number_of_executed_units|Done" "corpus/$t.log" | tail -1)"
   else
-    grep -E "stat::number_of_executed_units|Done" "corpus/$t.log" | tail -1
+    echo "== fuzz $t FAILED:"
+    grep -E "panicked at|ERROR|SUMMARY|Test unit written" -A3 "corpus/$t.log" | head -30
+    touch "corpus/$t.failed"
   fi
+}
+rm -f corpus/*.failed
+for t in $TARGETS; do
+  while [ "$(jobs -rp | wc -l)" -ge "$JOBS" ]; do wait -n; done
+  run_one "$t" &
+done
+wait
+failed=()
+for t in $TARGETS; do
+  [ -e "corpus/$t.failed" ] && failed+=("$t")
 done
 if [ ${#failed[@]} -gt 0 ]; then
   echo "fuzz targets failed: ${failed[*]} (inputs in fuzz/artifacts/, logs in fuzz/corpus/*.log)"

@@ -300,7 +300,7 @@ def test_buffers_of_the_wrong_size_are_refused():
     (lambda s: s.update(shape=(-1,)), ValueError, "do not describe"),
     (lambda s: s.update(shape=(2 ** 63 - 1,) * 64, strides=(2 ** 63 - 1,) * 64), ValueError,
      "do not describe"),
-    (lambda s: s.update(shape=(2 ** 62, 2 ** 62), strides=(0, 0)), BufferError, "more elements"),
+    (lambda s: s.update(shape=(2 ** 62, 2 ** 62), strides=(0, 0)), ValueError, "more elements"),
     (lambda s: s.update(shape="100"), TypeError, '"shape" must be'),
     (lambda s: s.update(dtype=7), TypeError, '"dtype" must be'),
     (lambda s: s.update(dtype="float33"), ValueError, "not a dtype"),

@@ -23,6 +23,15 @@ class CopyWarning(UserWarning):
     """zerohop made a copy because the caller allowed one (copy=True or materialize=...)."""
 
 
+class NoSuchColumnError(KeyError, ValueError):
+    """A table has no column of that name: the same exception from `table["x"]`, from
+    `table.tensors(["x"])` and from every other call that names columns. It is a KeyError (a
+    lookup by name) and a ValueError (a bad argument), so code catching either still works."""
+
+    def __str__(self) -> str:  # KeyError's own quotes the message
+        return str(self.args[0]) if self.args else ""
+
+
 #: Submodules reachable as attributes (``zerohop.memory`` after ``import zerohop``), imported
 #: on first use so that ``import zerohop`` stays fast and never imports torch.
 _SUBMODULES = ("cuda", "ecg", "memory", "tour")
@@ -47,6 +56,6 @@ def __dir__():
 
 
 __all__ = [
-    "CopyWarning", "DLPACK_VERSION", "OutOfMemoryError", "Table", "Tensor", "__version__",
+    "CopyWarning", "DLPACK_VERSION", "NoSuchColumnError", "OutOfMemoryError", "Table", "Tensor", "__version__",
     "cuda", "ecg", "from_arrow", "from_dlpack", "memory", "zeros",
 ]

@@ -31,9 +31,8 @@ pub fn to_py(err: Error) -> PyErr {
             in_use,
             limit,
         } => limit_error(message, requested, in_use, limit),
-        Error::InvalidArgument { .. } | Error::NoSuchColumn { .. } => {
-            PyValueError::new_err(message)
-        }
+        Error::InvalidArgument { .. } => PyValueError::new_err(message),
+        Error::NoSuchColumn { .. } => no_such_column(message),
         Error::OutOfMemory { .. } => PyMemoryError::new_err(message),
         Error::System { errno, .. } => PyOSError::new_err((errno, message)),
         Error::DTypeMismatch { .. } => PyTypeError::new_err(message),
@@ -46,6 +45,20 @@ pub fn to_py(err: Error) -> PyErr {
         | Error::NotContiguous(_)
         | Error::Export(_) => PyBufferError::new_err(message),
     }
+}
+
+/// `zerohop.NoSuchColumnError` (a KeyError and a ValueError, defined in the package), or a
+/// ValueError should the package not be importable.
+fn no_such_column(message: String) -> PyErr {
+    Python::attach(|py| {
+        match py
+            .import("zerohop")
+            .and_then(|m| m.getattr("NoSuchColumnError"))
+        {
+            Ok(class) => PyErr::from_type(class.cast_into().expect("an exception class"), message),
+            Err(_) => PyValueError::new_err(message),
+        }
+    })
 }
 
 pub trait IntoPyResult<T> {

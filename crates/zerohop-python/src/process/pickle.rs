@@ -608,7 +608,8 @@ fn _rebuild_tensor(
     // `offset` is a whole number of elements, so an aligned start aligns every element.
     let (buffer, copied) = aligned(py, buffer, dtype.alignment(), "tensor", false)?;
     let data_ptr = buffer.as_ptr().wrapping_add(offset);
-    let readonly = readonly || !(writable || copied);
+    // Data that arrived read-only stays read-only, also when it had to be copied to align it.
+    let readonly = readonly || !writable;
     // SAFETY: every element the layout reaches lies in `buffer` (checked above: the span
     // from `offset - low` to `offset - low + len` is inside its `nbytes` bytes), which the
     // owner keeps alive; read-only received memory stays read-only.
@@ -623,7 +624,7 @@ fn _rebuild_tensor(
             readonly,
         )
     }
-    .py()?;
+    .map_err(|e| PyValueError::new_err(format!("pickled tensor: {e}")))?;
     Ok(PyTensor::new(view, is_copied || copied))
 }
 
@@ -701,13 +702,14 @@ fn _rebuild_table(
     // Views need only element alignment (Ray's store aligns to 64 bytes, so a 128-byte table
     // arrives as a view reporting 64); data that came in band is a copy already, and one more
     // restores the table's own alignment.
-    let (buffer, copied) = if in_band {
+    let (buffer, _realigned) = if in_band {
         aligned(py, buffer, alignment.max(widest), "table", true)?
     } else {
         aligned(py, buffer, widest, "table", false)?
     };
     let table = SoaTable::over_buffer(schema, rows, alignment, buffer, first_row, len).py()?;
-    let table = if readonly || !(writable || copied) {
+    // As for tensors: read-only data stays read-only, copied to realign it or not.
+    let table = if readonly || !writable {
         table.into_readonly()
     } else {
         table

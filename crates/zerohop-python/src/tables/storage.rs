@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use pyo3::exceptions::{PyBufferError, PyKeyError, PyValueError};
+use pyo3::exceptions::{PyBufferError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyTuple;
 use zerohop::arrow::arrow_array::ffi::FFI_ArrowArray;
@@ -16,7 +16,7 @@ use zerohop::arrow::{
 use zerohop::soa::{MapOptions, MappedTensor, SoaTable, TensorMap};
 use zerohop::{DeviceKind, TensorView};
 
-use crate::base::errors::IntoPyResult;
+use crate::base::errors::{to_py, IntoPyResult};
 use crate::base::tensor::PyTensor;
 use crate::protocols::arrow::{
     array_capsules, batch_capsules, boxed_capsule, cast_batch_to_requested, cast_to_requested,
@@ -78,10 +78,14 @@ impl Storage {
             .find(|(n, _)| n == name)
             .map(|(_, v)| v.clone())
             .ok_or_else(|| {
-                PyKeyError::new_err(format!(
-                    "column {name:?} is not in the table (columns {:?})",
-                    columns.iter().map(|(n, _)| n).collect::<Vec<_>>()
-                ))
+                to_py(zerohop::Error::NoSuchColumn {
+                    name: name.to_owned(),
+                    columns: columns
+                        .iter()
+                        .map(|(n, _)| n.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                })
             })
     }
 
@@ -97,13 +101,13 @@ impl Storage {
             Storage::Soa(t) => t
                 .column_view(name)
                 .map(|v| (v, false))
-                .map_err(|e| PyKeyError::new_err(e.to_string())),
+                .py(),
             Storage::Arrow(b) => {
                 let array = b.column_by_name(name).ok_or_else(|| {
-                    PyKeyError::new_err(format!(
-                        "column {name:?} is not in the table (columns {:?})",
-                        self.column_names()
-                    ))
+                    to_py(zerohop::Error::NoSuchColumn {
+                        name: name.to_owned(),
+                        columns: self.column_names().join(", "),
+                    })
                 })?;
                 let imported = zerohop::arrow::array_to_tensor(
                     &array.to_data(),

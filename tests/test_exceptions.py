@@ -1,0 +1,138 @@
+"""One fault, one exception class, wherever it is met: the table of faults, the class each
+raises and a fragment of its message. A fault reached two ways (a missing column by
+`table["x"]` and by `table.tensors(["x"])`) raises the same class both ways."""
+
+import gc
+import os
+import pickle
+import sys
+
+import numpy as np
+import pytest
+
+import zerohop
+import zerohop.memory as zm
+
+
+def table():
+    return zerohop.Table([("x", "float64"), ("v", "float32", 2)], 10)
+
+
+def missing_by_item():
+    table()["nope"]
+
+
+def missing_by_tensors():
+    table().tensors(["nope"])
+
+
+def missing_by_column():
+    table().column("nope")
+
+
+def pickled_tensor_reaching_outside():
+    rebuild, (fmt, state, data) = zerohop.zeros((10,), "float32").__reduce_ex__(5)
+    rebuild(fmt, dict(state, shape=(11,)), data)
+
+
+def pickled_tensor_with_a_negative_shape():
+    rebuild, (fmt, state, data) = zerohop.zeros((10,), "float32").__reduce_ex__(5)
+    rebuild(fmt, dict(state, shape=(-1,), strides=(1,)), data)
+
+
+def pickled_table_with_a_wrapping_matrix():
+    rebuild, (fmt, state, data) = table().__reduce_ex__(5)
+    schema = [("m", "float32", "matrix", 2 ** 32 + 1, 2 ** 32, "row")]
+    rebuild(fmt, dict(state, schema=schema, rows=0, nbytes=0), data)
+
+
+def stale_shared_handle():
+    zm.set_current(zm.Shared())
+    try:
+        data = pickle.dumps(zerohop.zeros((100,), "float64"))
+    finally:
+        zm.reset_current()
+    gc.collect()
+    pickle.loads(data)
+
+
+def fifo_shared_handle(tmp_path):
+    zm.set_current(zm.Shared())
+    try:
+        t = zerohop.zeros((100,), "float64")
+    finally:
+        zm.reset_current()
+    rebuild, (fmt, state, handle) = t.__reduce_ex__(5)
+    os.mkfifo(tmp_path / "fifo")
+    fd = os.open(tmp_path / "fifo", os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        st = os.fstat(fd)
+        rebuild(fmt, state, dict(handle, pid=os.getpid(), fd=fd, dev=st.st_dev, ino=st.st_ino))
+    finally:
+        os.close(fd)
+
+
+def over_a_memory_limit():
+    limited = zm.Limit(zm.System(), 1000)
+    zm.set_current(limited)
+    try:
+        zerohop.zeros((1000,), "float64")
+    finally:
+        zm.reset_current()
+
+
+def writing_a_read_only_column():
+    t = table()
+    view = t.tensors(["x"], readonly=True)[0]
+    np.from_dlpack(view)[0] = 1.0
+
+
+def schema_with_a_duplicate_name():
+    zerohop.Table([("x", "float64"), ("x", "float32")], 10)
+
+
+FAULTS = [
+    # (fault, exception classes it must be, message fragment)
+    (missing_by_item, (zerohop.NoSuchColumnError, KeyError, ValueError), 'no column named "nope"'),
+    (missing_by_tensors, (zerohop.NoSuchColumnError, KeyError, ValueError),
+     'no column named "nope"'),
+    (missing_by_column, (zerohop.NoSuchColumnError, KeyError, ValueError),
+     'no column named "nope"'),
+    (pickled_tensor_reaching_outside, (ValueError,), "reach outside"),
+    (pickled_tensor_with_a_negative_shape, (ValueError,), "pickled tensor"),
+    (pickled_table_with_a_wrapping_matrix, (ValueError,), "components per row"),
+    (stale_shared_handle, (ValueError,), "stale handle"),
+    (over_a_memory_limit, (zm.OutOfMemoryError, MemoryError), "memory limit exceeded"),
+    (writing_a_read_only_column, (ValueError,), "read-only"),
+    (schema_with_a_duplicate_name, (ValueError,), "used twice"),
+]
+
+
+@pytest.mark.parametrize("fault, classes, says", FAULTS, ids=[f.__name__ for f, _, _ in FAULTS])
+def test_each_fault_raises_its_documented_exception(fault, classes, says):
+    with pytest.raises(classes[0]) as raised:
+        fault()
+    for cls in classes:
+        assert isinstance(raised.value, cls), f"{type(raised.value)} is not a {cls.__name__}"
+    assert says in str(raised.value), str(raised.value)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="shared memory is Linux-only")
+def test_a_handle_naming_a_fifo_is_a_value_error(tmp_path):
+    with pytest.raises(ValueError, match="is a FIFO, not shared memory"):
+        fifo_shared_handle(tmp_path)
+
+
+def test_data_that_arrived_read_only_stays_read_only_when_realigned():
+    """Read-only bytes at an address too poorly aligned for float64 are copied to realign
+    them; the copy is private, but the promise was read-only, so read-only it stays."""
+    t = zerohop.zeros((8,), "float64")
+    rebuild, (fmt, state, data) = t.__reduce_ex__(5)
+    raw = bytes(8 * 8 + 1)
+    misaligned = memoryview(raw)[1:]  # read-only, one byte off
+    rebuilt = rebuild(fmt, dict(state, readonly=False), misaligned)
+    assert rebuilt.readonly, "realigned read-only data came back writable"
+    table_rebuild, (tfmt, tstate, tdata) = table().__reduce_ex__(5)
+    raw = bytes(tstate["nbytes"] + 1)
+    rebuilt = table_rebuild(tfmt, dict(tstate, readonly=False), memoryview(raw)[1:])
+    assert rebuilt.readonly

@@ -320,3 +320,17 @@ def test_embedding_many_small_records_batches_across_them():
     assert [int(b.shape[0]) for b in batches] == [4, 4, 1]
     expected = (torch.cat(parts) - 1.0) / 2.0
     assert torch.equal(torch.cat(batches), expected)
+
+
+@requires_torch
+def test_a_short_recording_says_it_was_not_scored_and_warns_of_few_beats(tmp_path, capsys):
+    assert main(["--synthetic", "0.0025", "--epochs", "2", "--no-plots",
+                 "--out", str(tmp_path / "out")]) == 0
+    printed = capsys.readouterr().out
+    assert "not scored: a 9.0 s recording, 5 s excluded at each end" in printed, printed
+    assert "0.00 %" not in printed
+    assert "warning: only 10 beats to train on (fewer than 50)" in printed
+    report = (tmp_path / "out" / "report.md").read_text()
+    assert "Not scored: a 9.0 s recording, 5 s excluded at each end" in report
+    assert "**warning**: only 10 beats" in report
+    assert "The 10 highest of the 10 beats ranked." in report

@@ -168,10 +168,13 @@ def _main(argv=None):
         print(f"{name.ljust(width)}  {seconds:9.4f}   {copied:,}")
     print(f"\nzero-copy hand-offs verified: {sum(s for _, _, s in result.hand_offs)}"
           f"/{len(result.hand_offs)}")
-    if result.accuracy is not None:
+    if result.accuracy is not None and result.accuracy["scored"]:
         a = result.accuracy
         print(f"detection: sensitivity {a['sensitivity'] * 100:.2f} %, positive predictivity "
               f"{a['ppv'] * 100:.2f} %, F1 {a['f1'] * 100:.2f} % against {a['reference']}")
+    elif result.accuracy is not None:
+        print(f"detection against {result.accuracy['reference']}: not scored: "
+              f"{result.accuracy['why']}")
     print(f"report: {result.report}")
     for name, path in result.plots.items():
         print(f"plot:   {path}")

@@ -58,7 +58,7 @@ def _check_widths(records):
 
 
 def _pooled(records):
-    scored = [r.accuracy for r in records if r.accuracy is not None]
+    scored = [r.accuracy for r in records if r.accuracy is not None and r.accuracy["scored"]]
     if not scored:
         return None
     tp, fp, fn = (sum(a[k] for a in scored) for k in ("tp", "fp", "fn"))

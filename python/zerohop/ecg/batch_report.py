@@ -44,7 +44,8 @@ def write_batch_report(path, *, backend, records, failures, hand_offs, copied, p
               "|---|---:|---:|---:|---:|---:|---:|---|---:|---:|---|"]
     for r, h in zip(records, hand_offs):
         a = r.accuracy
-        score = (f"{_percent(a['sensitivity'])} | {_percent(a['ppv'])}" if a else "– | –")
+        score = (f"{_percent(a['sensitivity'])} | {_percent(a['ppv'])}" if a and a["scored"]
+                 else "not scored (too short) | –" if a else "– | –")
         lines.append(f"| {r.name} | {r.rate:g} | {r.samples / r.rate / 60:.1f} | "
                      f"{r.rows:,} | {r.bpm:.0f} | {score} | {h['place']} | "
                      f"{h['copied']:,} | {r.seconds:.2f} | {r.worker} |")

@@ -19,6 +19,9 @@ from .output import Staging
 #: last 5 s of a recording are not scored.
 TOLERANCE_S = 0.150
 MARGIN_S = 5.0
+#: Below this many beats the model is still trained, with a warning in the output and the
+#: report: its latent space and outlier ranking say little about so few beats.
+FEW_BEATS = 50
 
 
 @dataclass
@@ -94,6 +97,14 @@ def _accuracy(r_peaks, truth, rate, samples):
     margin = int(MARGIN_S * rate)
     inside = (truth.samples >= margin) & (truth.samples < samples - margin)
     det_inside = r_peaks[(r_peaks >= margin) & (r_peaks < samples - margin)]
+    seconds = samples / rate
+    if not inside.any():
+        why = (f"a {seconds:.1f} s recording, {MARGIN_S:g} s excluded at each end"
+               if samples <= 2 * margin else
+               f"no reference beat annotation in the {seconds - 2 * MARGIN_S:.1f} s between "
+               f"the {MARGIN_S:g} s excluded at each end")
+        return {"scored": False, "why": why, "reference": truth.name,
+                "tolerance_ms": TOLERANCE_S * 1000, "margin_s": MARGIN_S}
     # One matching serves the pooled and the per-class figures (zerohop.ecg.score's rule).
     found = _match(det_inside, truth.samples[inside], tolerance)
     tp = int(found.sum())
@@ -105,9 +116,19 @@ def _accuracy(r_peaks, truth, rate, samples):
         mask = symbols == symbol
         classes.append({"symbol": symbol, "beats": int(mask.sum()), "found": int(found[mask].sum())})
     f1 = 2 * tp / max(1, 2 * tp + fp + fn)
-    return {"sensitivity": sens, "ppv": ppv, "f1": f1, "tp": tp, "fp": fp, "fn": fn,
+    return {"scored": True, "sensitivity": sens, "ppv": ppv, "f1": f1, "tp": tp, "fp": fp,
+            "fn": fn,
             "tolerance_ms": TOLERANCE_S * 1000, "margin_s": MARGIN_S, "classes": classes,
             "reference": truth.name}
+
+
+def few_beats_warning(beats):
+    """A warning to print and report when there are too few beats to make much of a model of
+    them (None otherwise)."""
+    if beats >= FEW_BEATS:
+        return None
+    return (f"only {beats} beats to train on (fewer than {FEW_BEATS}): the model, its latent "
+            f"space and the outlier ranking say little about so few")
 
 
 def _check_detection(r_peaks, signal_source, rate):
@@ -187,6 +208,9 @@ def run(config: Config, say=print) -> Result:
         say(f"{len(r_peaks):,} beats detected ({config.method}, median {bpm:.0f} bpm), "
             f"{n_beats:,} rows of width {params['width']} "
             f"({seg['edge_dropped']} at the recording's ends without a full window)")
+        few = few_beats_warning(n_beats)
+        if few:
+            say(f"warning: {few}")
 
         begun = time.perf_counter()
         x = hand_off("zerohop beats → torch.from_dlpack", beats, torch.from_dlpack(beats))
@@ -219,9 +243,12 @@ def run(config: Config, say=print) -> Result:
         accuracy = None
         if data.truth is not None:
             accuracy = _accuracy(r_peaks, data.truth, rate, data.samples)
-            say(f"detection against {data.truth.name}: sensitivity "
-                f"{accuracy['sensitivity'] * 100:.2f} %, positive predictivity "
-                f"{accuracy['ppv'] * 100:.2f} % (±{TOLERANCE_S * 1000:.0f} ms)")
+            if accuracy["scored"]:
+                say(f"detection against {data.truth.name}: sensitivity "
+                    f"{accuracy['sensitivity'] * 100:.2f} %, positive predictivity "
+                    f"{accuracy['ppv'] * 100:.2f} % (±{TOLERANCE_S * 1000:.0f} ms)")
+            else:
+                say(f"detection against {data.truth.name}: not scored: {accuracy['why']}")
 
         plots = {}
         if config.plots:
@@ -257,7 +284,7 @@ def run(config: Config, say=print) -> Result:
             train={"epochs": config.epochs, "batch_size": trained["batch_size"],
                    "final_loss": trained["losses"][-1], "test_loss": trained["test_loss"],
                    "device": config.device, "threads": trained["threads"],
-                   "batch_asked": config.batch_size})
+                   "batch_asked": config.batch_size, "few": few})
         staging.commit()
     report = config.out / report.name
     plots = {name: config.out / p.name for name, p in plots.items()}

@@ -44,6 +44,10 @@ def _method_line(method, params):
 
 def _accuracy_lines(accuracy):
     a = accuracy
+    if not a["scored"]:
+        return ["", f"## Beat detection against {a['reference']}", "",
+                f"Not scored: {a['why']} (AAMI EC57 style scoring leaves the first and last "
+                f"{a['margin_s']:g} s out)."]
     lines = [
         "",
         f"## Beat detection against {a['reference']}",
@@ -83,6 +87,8 @@ def write_report(path, *, source, params, method, stages, counts, accuracy, outl
         f"final training loss {train['final_loss']:.5f}, test loss {train['test_loss']:.5f} "
         f"({train['device']}, {train['threads']} CPU thread(s))",
     ]
+    if train.get("few"):
+        lines.append(f"- **warning**: {train['few']}")
     if accuracy is not None:
         lines += _accuracy_lines(accuracy)
     lines += [
@@ -114,6 +120,8 @@ def write_report(path, *, source, params, method, stages, counts, accuracy, outl
         "normalised by the recording's beat mean and standard deviation: in units of the beats' "
         "variance, so the ranking does not depend on the input's units. The figure "
         "`outliers.png` draws the top five.",
+        "",
+        f"The {len(outliers)} highest of the {counts['beats']:,} beats ranked.",
         "",
         "| rank | beat | R peak (sample) | time (s) | reconstruction error (variances) |",
         "|---|---|---|---|---|",

@@ -1,6 +1,6 @@
 # zerohop — every target sets itself up from a fresh clone.
 #   make test   fmt + clippy + rustdoc -D warnings + cargo test + Miri + the C/C++ and Rust
-#               examples + pytest + stubtest + docs + valgrind + short fuzz runs
+#               examples + pytest + stubtest + mypy --strict + docs + valgrind + short fuzz runs
 #   make fuzz   every fuzz target for FUZZ_SECONDS (default 300) each
 #   make demo   the ECG pipeline on the bundled recording (plots + report in out/ecg)
 #   make bench  criterion benches + cross-framework latency table
@@ -17,7 +17,7 @@ MATURIN := $(VENV)/bin/maturin
 export VIRTUAL_ENV := $(abspath $(VENV))
 export PATH := $(abspath $(VENV))/bin:$(PATH)
 
-.PHONY: all venv develop test fmt-check clippy doc-check test-rust miri cpp-example pytest stubtest docs valgrind fuzz fuzz-smoke demo bench test-tch bench-tch clean
+.PHONY: all venv develop test fmt-check clippy doc-check test-rust miri cpp-example pytest stubtest typecheck docs valgrind fuzz fuzz-smoke demo bench test-tch bench-tch clean
 
 all: test
 
@@ -89,6 +89,13 @@ pytest: develop
 stubtest: develop
 	PY=$(PY) bash scripts/stubtest.sh
 
+# A user's script over the public API under mypy --strict (no type: ignore), then run; and the
+# pure-Python modules annotated so far, checked as strictly.
+typecheck: develop
+	$(PY) -m mypy --config-file tests/typing/mypy.ini tests/typing/public_api.py
+	cd python && ../$(PY) -m mypy --config-file ../tests/typing/mypy.ini -m zerohop.memory -m zerohop.cuda
+	$(PY) tests/typing/public_api.py
+
 # The reference site (mkdocs.yml, docs/ -> site/), every MkDocs warning an error.
 docs: develop
 	PY=$(PY) bash scripts/docs-build.sh --quiet
@@ -126,7 +133,7 @@ cpp-example: venv
 	  PY=$(PY) ZH_CUDA_INCLUDE=$$inc bash examples/cpp/run.sh cpu 1000
 	PY=$(PY) bash scripts/valgrind-capi.sh
 
-test: fmt-check clippy doc-check test-rust miri cpp-example pytest stubtest docs valgrind fuzz-smoke
+test: fmt-check clippy doc-check test-rust miri cpp-example pytest stubtest typecheck docs valgrind fuzz-smoke
 
 demo: $(VENV)/.demo-installed
 	$(MATURIN) develop --release -q

@@ -5,7 +5,7 @@
 
 import os
 from collections.abc import Iterable, Sequence
-from typing import Literal, NotRequired, TypeAlias, TypedDict, overload, type_check_only
+from typing import Any, Literal, NotRequired, TypeAlias, TypedDict, overload, type_check_only
 
 import numpy as np
 from numpy.typing import NDArray
@@ -169,8 +169,13 @@ def synthesize(
 ) -> tuple[Tensor, Tensor, list[bool]]: ...
 
 # (sensitivity, positive predictive value, true positives, false positives, false negatives)
+# `detected` and `truth` may be sequences or NumPy arrays (docs/ecg.md passes arrays).
 def score(
-    detected: Sequence[float], truth: Sequence[int], tolerance: float, margin: int, length: int
+    detected: Sequence[float] | NDArray[Any],
+    truth: Sequence[int] | NDArray[Any],
+    tolerance: float,
+    margin: int,
+    length: int,
 ) -> tuple[float, float, int, int, int]: ...
 
 # `leads`: None (all), one lead name, or names and 0-based indices.

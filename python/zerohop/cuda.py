@@ -24,7 +24,7 @@ from_cuda_array_interface = _cuda.from_cuda_array_interface
 __all__ = ["device_count", "from_cuda_array_interface", "is_available", "preload_nvrtc", "synchronize"]
 
 
-def preload_nvrtc():
+def preload_nvrtc() -> str | None:
     """Loads NVRTC (which compiles zerohop's CUDA kernels at run time) from where pip's
     nvidia packages put it, when the system has none on the loader path. Returns the path
     loaded, or None when nothing needed loading or nothing was found."""

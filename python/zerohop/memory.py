@@ -11,8 +11,17 @@ statistics, leak reports, and NumPy's allocator hook.
 Resources compose by wrapping: each adaptor takes the resource it draws from.
 """
 
+from __future__ import annotations
+
+import os
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, cast
+
 from ._zerohop import OutOfMemoryError
 from ._zerohop import memory as _m
+
+if TYPE_CHECKING:
+    from ._zerohop_memory import _Leak, _Statistics
 
 Resource = _m.Resource
 
@@ -33,57 +42,58 @@ C_MALLOC_SYMBOL = "zerohop_malloc"
 C_FREE_SYMBOL = "zerohop_free"
 
 
-def library_path():
+def library_path() -> str:
     """Path of the shared library that exports the C allocator symbols."""
     from . import _zerohop
 
     return _zerohop.__file__
 
 
-def System():
+def System() -> Resource:
     """Aligned host memory from the system allocator."""
     return _m.system()
 
 
-def Shared():
+def Shared() -> Resource:
     """Host memory other processes on this machine map without a copy (Linux: one sealed
     memfd per allocation; wrap it in Pool for many small blocks). zerohop tensors and tables
     in it pickle as a handle, not bytes (docs/processes.md)."""
     return _m.shared()
 
 
-def CudaDevice(device=0):
+def CudaDevice(device: int = 0) -> Resource:
     """Device memory of a CUDA GPU (cuMemAlloc/cuMemFree); wrap it in Pool for reuse."""
     return _m.cuda_device(device)
 
 
-def CudaAsync(device=0):
+def CudaAsync(device: int = 0) -> Resource:
     """Stream-ordered device memory (cuMemAllocAsync on the device's memory pool)."""
     return _m.cuda_async(device)
 
 
-def CudaManaged(device=0):
+def CudaManaged(device: int = 0) -> Resource:
     """Managed memory (cuMemAllocManaged): one pointer for host and device; may exceed the
     device's memory."""
     return _m.cuda_managed(device)
 
 
-def CudaPinned(device=0):
+def CudaPinned(device: int = 0) -> Resource:
     """Page-locked host memory (cuMemHostAlloc), for copies that run alongside the host."""
     return _m.cuda_pinned(device)
 
 
-def Pool(upstream=None, *, initial=0, maximum=None):
+def Pool(upstream: Resource | None = None, *, initial: int = 0,
+         maximum: int | None = None) -> Resource:
     """Chunks from `upstream` carved into reusable blocks (coalescing best fit, size classes)."""
     return _m.pool(upstream if upstream is not None else System(), initial, maximum)
 
 
-def Arena(upstream=None, *, cached_per_class=64):
+def Arena(upstream: Resource | None = None, *, cached_per_class: int = 64) -> Resource:
     """Per-thread caches of small blocks in front of `upstream` (usually a Pool)."""
     return _m.arena(upstream if upstream is not None else Pool(), cached_per_class)
 
 
-def Monotonic(upstream=None, *, chunk=64 << 20):
+def Monotonic(upstream: Resource | None = None, *, chunk: int = 64 << 20) -> Resource:
     """Consecutive blocks from `chunk`-byte chunks of `upstream`, never handed out twice; a
     chunk goes back once a newer one replaced it and every block in it is freed. Over
     `Shared()`, thousands of results for another process live in a few segments (a few
@@ -91,22 +101,22 @@ def Monotonic(upstream=None, *, chunk=64 << 20):
     return _m.monotonic(upstream if upstream is not None else System(), int(chunk))
 
 
-def Limit(upstream, nbytes):
+def Limit(upstream: Resource, nbytes: int) -> Resource:
     """Refuses allocations beyond `nbytes` outstanding with OutOfMemoryError (a MemoryError)."""
     return _m.limit(upstream, int(nbytes))
 
 
-def Stats(upstream):
+def Stats(upstream: Resource) -> Resource:
     """Counts current/peak/total bytes and allocations, and a size histogram."""
     return _m.stats(upstream)
 
 
-def Tracking(upstream, *, backtraces=False):
+def Tracking(upstream: Resource, *, backtraces: bool = False) -> Resource:
     """Remembers every live allocation (with a backtrace if asked) for leak reports."""
     return _m.tracking(upstream, backtraces)
 
 
-def Log(upstream, path):
+def Log(upstream: Resource, path: str | os.PathLike[str]) -> Resource:
     """Writes one CSV row per allocation and free: time_us,thread,action,pointer,size,stream."""
     return _m.log(upstream, str(path))
 
@@ -116,7 +126,7 @@ get_current = _m.get_current
 reset_current = _m.reset_current
 
 
-def _find(resource, method):
+def _find(resource: Resource | None, method: str) -> Any:
     chain = resource if resource is not None else get_current()
     while chain is not None:
         try:
@@ -129,14 +139,14 @@ def _find(resource, method):
     )
 
 
-def stats(resource=None):
+def stats(resource: Resource | None = None) -> _Statistics:
     """Statistics of the nearest Stats adaptor in `resource`'s stack (default: the current one)."""
-    return _find(resource, "stats")
+    return cast("_Statistics", _find(resource, "stats"))
 
 
-def leaks(resource=None):
+def leaks(resource: Resource | None = None) -> list[_Leak]:
     """Outstanding allocations of the nearest Tracking adaptor in the stack."""
-    return _find(resource, "leaks")
+    return cast("list[_Leak]", _find(resource, "leaks"))
 
 
 class use_for_numpy:
@@ -146,21 +156,23 @@ class use_for_numpy:
     made while it was active keep using the resource until they die, after restoring too.
     """
 
-    def __init__(self, resource=None):
-        self.resource = resource if resource is not None else get_current()
+    def __init__(self, resource: Resource | None = None) -> None:
+        current = get_current()
+        self.resource: Resource = (resource if resource is not None else
+                                   current if current is not None else System())
         self._previous = _m.install_numpy_handler(self.resource)
 
-    def restore(self):
+    def restore(self) -> None:
         if self._previous is not None:
             _m.restore_numpy_handler(self._previous)
             self._previous = None
 
-    def __enter__(self):
+    def __enter__(self) -> use_for_numpy:
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
+                 traceback: TracebackType | None) -> None:
         self.restore()
-        return False
 
 
 from ._install import install  # noqa: E402  (it builds on the names above)

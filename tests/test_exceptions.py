@@ -72,6 +72,15 @@ def fifo_shared_handle(tmp_path):
         os.close(fd)
 
 
+def cuda_handle_from_another_machine():
+    """A CUDA IPC handle made on another machine is refused by name, before the driver (here
+    there is none) is asked anything."""
+    rebuild, (fmt, state, data) = zerohop.zeros((10,), "float32").__reduce_ex__(5)
+    handle = dict(memory=bytes(64), event=bytes(64), offset=0, bytes=40,
+                  device_uuid=bytes(16), pid=1, boot_id="0" * 36)
+    rebuild(fmt, dict(state, cuda_ipc=handle), None)
+
+
 def over_a_memory_limit():
     limited = zm.Limit(zm.System(), 1000)
     zm.set_current(limited)
@@ -102,6 +111,7 @@ FAULTS = [
     (pickled_tensor_with_a_negative_shape, (ValueError,), "pickled tensor"),
     (pickled_table_with_a_wrapping_matrix, (ValueError,), "components per row"),
     (stale_shared_handle, (ValueError,), "stale handle"),
+    (cuda_handle_from_another_machine, (ValueError,), "made on another machine"),
     (over_a_memory_limit, (zm.OutOfMemoryError, MemoryError), "memory limit exceeded"),
     (writing_a_read_only_column, (ValueError,), "read-only"),
     (schema_with_a_duplicate_name, (ValueError,), "used twice"),

@@ -65,6 +65,7 @@ pub unsafe fn export_span<'py>(
     d.set_item("bytes", handle.bytes)?;
     d.set_item("device_uuid", PyBytes::new(py, &handle.device_uuid))?;
     d.set_item("pid", handle.pid)?;
+    d.set_item("boot_id", &handle.boot_id)?;
     Ok(d)
 }
 
@@ -101,6 +102,11 @@ pub fn import_buffer(state: &Bound<'_, PyDict>, nbytes: usize, what: &str) -> Py
         device_uuid: bytes_field::<16>(state, "device_uuid")?,
         pid: u32::try_from(int_field(state, "pid")?)
             .map_err(|_| PyValueError::new_err("pickled CUDA handle: pid out of range"))?,
+        boot_id: state
+            .get_item("boot_id")?
+            .ok_or_else(|| PyValueError::new_err("pickled CUDA handle: no \"boot_id\""))?
+            .extract()
+            .map_err(|_| PyTypeError::new_err("pickled CUDA handle: \"boot_id\" is not a str"))?,
     };
     if handle.bytes != nbytes {
         return Err(PyValueError::new_err(format!(

@@ -23,6 +23,20 @@ fn refused(reason: impl Into<String>) -> Error {
     }
 }
 
+/// Refuses a handle made on another machine (or before a reboot of this one), before the
+/// driver is asked anything about it.
+pub fn check_machine(boot_id: &str) -> Result<()> {
+    let here = crate::memory::machine_boot_id().unwrap_or_default();
+    if boot_id != here {
+        return Err(refused(format!(
+            "the handle was made on another machine (or before a reboot): boot id {here:?} \
+             here, {boot_id:?} in the handle; CUDA IPC works between processes of one machine \
+             only: across machines, send a host copy of the data instead"
+        )));
+    }
+    Ok(())
+}
+
 /// What another process needs to map `bytes` at `offset` into an allocation of a device,
 /// after waiting on `event`. Plain data: it pickles as bytes and integers.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -35,6 +49,9 @@ pub struct IpcHandle {
     pub device_uuid: [u8; 16],
     /// The exporting process, which cannot open its own handles.
     pub pid: u32,
+    /// The boot id of the machine that made it (empty where it cannot be read): a handle used
+    /// on another machine is refused by name, not by a driver error about the handle.
+    pub boot_id: String,
 }
 
 /// The producer's side of an export: the interprocess event, destroyed on drop. Keep it (and
@@ -128,6 +145,7 @@ pub unsafe fn export(
         bytes,
         device_uuid: device_uuid(device)?,
         pid: std::process::id(),
+        boot_id: crate::memory::machine_boot_id().unwrap_or_default(),
     };
     Ok((handle, exported))
 }
@@ -184,6 +202,7 @@ fn device_with_uuid(uuid: &[u8; 16]) -> Result<i32> {
 /// cleanly for handles of this process, of a GPU not visible here, or whose producer freed
 /// the memory or exited.
 pub fn import(handle: &IpcHandle, stream: Stream) -> Result<ImportedMemory> {
+    check_machine(&handle.boot_id)?;
     if handle.pid == std::process::id() {
         return Err(refused(
             "the handle was made by this process, which cannot open its own handles; use the \

@@ -33,7 +33,9 @@ pub use pool::{
     POOL_ALIGNMENT,
 };
 pub use registry::{current_resource, reset_current_resource, set_current_resource};
-pub use shared::{attach, handle_for, mapped_segments, Attached, SharedHandle, SharedResource};
+pub use shared::{
+    attach, handle_for, machine_boot_id, mapped_segments, Attached, SharedHandle, SharedResource,
+};
 pub use stats::{size_bucket, Statistics, StatsResource, HISTOGRAM_BUCKETS};
 pub use system::SystemResource;
 pub use tracking::{

@@ -466,6 +466,12 @@ fn holder_error(handle: &SharedHandle, error: sys::HolderError) -> Error {
     }
 }
 
+/// This boot of this machine (Linux's boot id): handles that only work between processes of
+/// one machine (shared memory, CUDA IPC) carry it, and are refused anywhere else.
+pub fn machine_boot_id() -> Result<String> {
+    sys::boot_id()
+}
+
 /// Segments mapped in this process now (for tests and diagnostics).
 pub fn mapped_segments() -> usize {
     segments()

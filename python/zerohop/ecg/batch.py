@@ -120,6 +120,13 @@ class _World:
 
     def close(self):
         if self.dist is not None and self.dist.is_initialized():
+            # Every rank reaches this point before any tears its process group down: a rank
+            # that destroyed gloo's while another still used it aborted now and then
+            # ("terminate called without an active exception", SIGABRT).
+            try:
+                self.dist.barrier()
+            except RuntimeError:
+                pass  # another rank is gone; nothing to wait for
             self.dist.destroy_process_group()
 
 

@@ -107,8 +107,11 @@ def write_plots(out, *, signal, units, energy, r_peaks, truth, params, beats, be
     save(fig, "beats")
 
     fig, ax = plt.subplots(figsize=(6, 5))
-    sc = ax.scatter(mu[:, 0], mu[:, 1], c=error, s=8, cmap="viridis")
-    fig.colorbar(sc, ax=ax, label="reconstruction error (outlier score)")
+    # The colour scale spans the 2nd to 98th percentile: one extreme beat (a PVC) would
+    # otherwise take the whole scale and leave every other beat one colour.
+    low, high = (np.percentile(error, [2, 98]) if len(error) > 1 else (None, None))
+    sc = ax.scatter(mu[:, 0], mu[:, 1], c=error, s=8, cmap="viridis", vmin=low, vmax=high)
+    fig.colorbar(sc, ax=ax, label="reconstruction error (outlier score, 2–98 %)", extend="max")
     worst = np.argsort(error)[-5:]
     ax.scatter(mu[worst, 0], mu[worst, 1], s=60, facecolors="none", edgecolors="C3",
                label="5 most outlying")
@@ -121,7 +124,7 @@ def write_plots(out, *, signal, units, energy, r_peaks, truth, params, beats, be
     side = int(round(len(decoded) ** 0.5))
     fig, axes = plt.subplots(side, side, figsize=(9, 7), sharex=True, sharey=True)
     for ax, curve, (z1, z2) in zip(axes.ravel(), decoded, grid):
-        ax.plot((np.arange(len(curve)) - before) / rate, curve, lw=0.8)
+        ax.plot(x, curve[:span], lw=0.8)  # the beat's window, not the zero padding after it
         ax.set_title(f"z=({z1:.2f}, {z2:.2f})", fontsize=7)
         ax.tick_params(labelsize=6)
     fig.supxlabel("time from the R peak (s)")

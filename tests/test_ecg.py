@@ -369,3 +369,19 @@ def test_a_beat_s_baseline_is_levelled_whatever_its_offset_and_slope():
     assert torch.allclose(rows[1], rows[0], atol=1e-5) and torch.allclose(rows[2], rows[0],
                                                                             atol=1e-4)
     assert abs(float(rows[0, :16].mean())) < 1e-6 and abs(float(rows[0, -16:].mean())) < 1e-6
+
+
+def test_training_progress_in_a_log_is_a_line_every_few_seconds_with_the_time_left(monkeypatch):
+    import io
+
+    from zerohop.ecg import vae
+
+    out, state, clock = io.StringIO(), {}, [0.0]
+    monkeypatch.setattr(vae.time, "perf_counter", lambda: clock[0])
+    for epoch in range(1, 31):
+        clock[0] = epoch * 1.0
+        vae._progress(epoch, 30, 0.5, 0.0, "lines", state, stream=out)
+    lines = out.getvalue().splitlines()
+    assert lines[0] == "  training: epoch 5/30, loss 0.50000, 5 s, about 25 s left"
+    assert len(lines) == 6 and lines[-1].endswith("epoch 30/30, loss 0.50000, 30 s, done")
+    assert "\r" not in out.getvalue()

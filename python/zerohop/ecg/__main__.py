@@ -35,6 +35,14 @@ def _finite(kind, low=None, high=None, integer=False):
     return parse
 
 
+def _progress_mode(args):
+    """A redrawn bar on a terminal, a line every few seconds anywhere else (a log, a pipe),
+    nothing with --no-progress."""
+    if args.no_progress:
+        return False
+    return True if sys.stderr.isatty() else "lines"
+
+
 def _delimiter(text):
     if text not in DELIMITERS:
         raise argparse.ArgumentTypeError(f"{text!r}: use ',', ';' or 'tab'")
@@ -113,7 +121,8 @@ def parser():
                       "replaced (default: 2 minutes plus 30 s per MiB of the record's files)")
     many.add_argument("--stop-on-error", action="store_true",
                       help="stop at the first record that fails (default: report it, go on)")
-    p.add_argument("--no-progress", action="store_true", help="no training progress bar")
+    p.add_argument("--no-progress", action="store_true",
+                   help="no training progress (a bar on a terminal, else a line every 5 s)")
     p.add_argument("--no-plots", action="store_true",
                    help="skip the PNG figures (the report is still written)")
     return p
@@ -155,7 +164,7 @@ def _main(argv=None):
                     ectopic=args.ectopic, method=args.method, device=args.device,
                     epochs=args.epochs, batch_size=args.batch_size, threads=args.threads,
                     seed=args.seed,
-                    progress=not args.no_progress and sys.stderr.isatty(),
+                    progress=_progress_mode(args),
                     plots=not args.no_plots)
     try:
         result = run(config)
@@ -187,7 +196,7 @@ def _config(args):
     return Config(out=args.out, rate=args.rate, column=args.column, delimiter=args.delimiter,
                   method=args.method, device=args.device, epochs=args.epochs,
                   batch_size=args.batch_size, threads=args.threads, seed=args.seed,
-                  progress=not args.no_progress and sys.stderr.isatty(),
+                  progress=_progress_mode(args),
                   plots=not args.no_plots, records=args.records, workers=args.workers,
                   ray=args.ray, dask=args.dask, stop_on_error=args.stop_on_error,
                   record_timeout=args.record_timeout)

@@ -41,7 +41,7 @@ class Config:
     batch_size: int = 1024
     threads: int | None = None
     seed: int = 42
-    progress: bool = True
+    progress: bool | str = True  # a bar; "lines": a line every few seconds; False: none
     plots: bool = True
     # Many recordings (batch.py): where, and on what.
     records: str | None = None

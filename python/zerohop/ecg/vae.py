@@ -79,9 +79,25 @@ def vae_loss(recon, x, mu, logvar):
     return mse + kld
 
 
-def _progress(epoch, epochs, loss, started, stream=sys.stderr):
-    done = int(30 * epoch / epochs)
+#: Seconds between progress lines when the output is not a terminal (a log, a pipe, CI).
+PROGRESS_EVERY_S = 5.0
+
+
+def _progress(epoch, epochs, loss, started, mode=True, state=None, stream=sys.stderr):
+    """A bar redrawn in place on a terminal (`mode` True); with `mode` "lines", one line every
+    PROGRESS_EVERY_S seconds (and at the end) with the time left, for logs and pipes."""
     elapsed = time.perf_counter() - started
+    if mode == "lines":
+        state = state if state is not None else {}
+        if epoch < epochs and elapsed - state.get("last", 0.0) < PROGRESS_EVERY_S:
+            return
+        state["last"] = elapsed
+        left = elapsed / epoch * (epochs - epoch)
+        stream.write(f"  training: epoch {epoch}/{epochs}, loss {loss:.5f}, {elapsed:.0f} s"
+                     + (f", about {left:.0f} s left\n" if epoch < epochs else ", done\n"))
+        stream.flush()
+        return
+    done = int(30 * epoch / epochs)
     stream.write(f"\r  training [{'#' * done}{'.' * (30 - done)}] epoch {epoch}/{epochs} "
                  f"loss {loss:.5f} {elapsed:5.1f}s")
     if epoch == epochs:
@@ -239,6 +255,7 @@ def _train(beats, epochs, batch_size, lr, seed, device, progress):
         torch.Generator(device=device).manual_seed(seed)
     losses = []
     started = time.perf_counter()
+    shown = {}
     for epoch in range(epochs):
         trained.train()
         total = torch.zeros((), device=device)
@@ -256,7 +273,7 @@ def _train(beats, epochs, batch_size, lr, seed, device, progress):
         summed, count = _all_reduce([float(total), seen], device)
         losses.append(summed / count)
         if progress:
-            _progress(epoch + 1, epochs, losses[-1], started)
+            _progress(epoch + 1, epochs, losses[-1], started, progress, shown)
     test_loss = math.nan
     with torch.no_grad():
         model.eval()

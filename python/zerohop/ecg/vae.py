@@ -83,9 +83,10 @@ def vae_loss(recon, x, mu, logvar):
 PROGRESS_EVERY_S = 5.0
 
 
-def _progress(epoch, epochs, loss, started, mode=True, state=None, stream=sys.stderr):
+def _progress(epoch, epochs, loss, started, mode=True, state=None, stream=None):
     """A bar redrawn in place on a terminal (`mode` True); with `mode` "lines", one line every
     PROGRESS_EVERY_S seconds (and at the end) with the time left, for logs and pipes."""
+    stream = stream if stream is not None else sys.stderr  # the one in force now
     elapsed = time.perf_counter() - started
     if mode == "lines":
         state = state if state is not None else {}

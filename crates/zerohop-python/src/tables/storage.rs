@@ -98,10 +98,7 @@ impl Storage {
         allow_copy: bool,
     ) -> PyResult<(TensorView, bool)> {
         match self {
-            Storage::Soa(t) => t
-                .column_view(name)
-                .map(|v| (v, false))
-                .py(),
+            Storage::Soa(t) => t.column_view(name).map(|v| (v, false)).py(),
             Storage::Arrow(b) => {
                 let array = b.column_by_name(name).ok_or_else(|| {
                     to_py(zerohop::Error::NoSuchColumn {

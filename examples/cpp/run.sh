@@ -27,11 +27,18 @@ if [[ -z ${ZEROHOP_PREBUILT:-} ]]; then
   # What a CMake or Make project outside this tree would use to find the library.
   sed -e "s#@PREFIX@#$OUT#" -e "s#@INCLUDEDIR@#$ROOT/include#" \
     "$ROOT/crates/zerohop-capi/zerohop.pc.in" > "$OUT/pkgconfig/zerohop.pc"
+  # And a CMake package config: find_package(zerohop) with CMAKE_PREFIX_PATH=$OUT.
+  mkdir -p "$OUT/cmake/zerohop"
+  VERSION=$(sed -n 's/^version = "\(.*\)"/\1/p' "$ROOT/Cargo.toml" | head -1)
+  sed -e "s#@LIBDIR@#$OUT#" -e "s#@INCLUDEDIR@#$ROOT/include#" \
+    "$ROOT/crates/zerohop-capi/zerohopConfig.cmake.in" > "$OUT/cmake/zerohop/zerohopConfig.cmake"
+  sed -e "s#@VERSION@#$VERSION#" "$ROOT/crates/zerohop-capi/zerohopConfigVersion.cmake.in" \
+    > "$OUT/cmake/zerohop/zerohopConfigVersion.cmake"
   export PKG_CONFIG_PATH=$OUT/pkgconfig
   if command -v pkg-config >/dev/null; then
     read -r -a ZH_FLAGS <<< "$(pkg-config --cflags --libs zerohop)"
   else # the same flags by hand (the GPU machine may lack pkg-config)
-    ZH_FLAGS=(-I"$ROOT/include" -L"$OUT" -lzerohop_capi)
+    ZH_FLAGS=(-I"$ROOT/include" -L"$OUT" -Wl,-rpath,"$OUT" -lzerohop_capi)
   fi
   TORCH=$("$PY" -c 'import os, torch; print(os.path.dirname(torch.__file__))')
   TORCH_INC=(-isystem "$TORCH/include" -isystem "$TORCH/include/torch/csrc/api/include")
@@ -43,9 +50,18 @@ if [[ -z ${ZEROHOP_PREBUILT:-} ]]; then
       "$ROOT/examples/cpp/torch_cuda_allocator.cpp" -ltorch_cuda -lc10_cuda)
   fi
 
-  echo "== C smoke test (gcc -std=c11, header and library through pkg-config)"
+  echo "== C smoke test (gcc -std=c11, header and library through pkg-config, rpath included)"
   gcc -std=c11 -Wall -Wextra -Werror -isystem "$TORCH/include" "$ROOT/examples/c/smoke.c" \
-    "${ZH_FLAGS[@]}" -Wl,-rpath,"$OUT" -o "$OUT/smoke"
+    "${ZH_FLAGS[@]}" -o "$OUT/smoke"
+  if command -v cmake >/dev/null; then
+    echo "== a CMake project outside the tree: find_package(zerohop)"
+    cmake -S "$ROOT/examples/cmake" -B "$OUT/cmake-consumer" -DCMAKE_PREFIX_PATH="$OUT/cmake" \
+      > "$OUT/cmake-consumer.log" 2>&1 \
+      && cmake --build "$OUT/cmake-consumer" >> "$OUT/cmake-consumer.log" 2>&1 \
+      || { cat "$OUT/cmake-consumer.log"; echo "the CMake consumer did not build"; exit 1; }
+  else
+    echo "== (no cmake: the find_package(zerohop) check is skipped)"
+  fi
   echo "== C++ example (libtorch from the venv's torch)"
   if [[ -n ${ZH_CUDA_INCLUDE:-} ]]; then
     echo "   with libtorch's CUDA allocator hook (CUDA headers: $ZH_CUDA_INCLUDE)"
@@ -86,5 +102,6 @@ if [[ $DEVICE == bench ]]; then # examples/cpp/run.sh bench [ROWS]: the 64-colum
 fi
 
 "$OUT/smoke"
+[[ -x $OUT/cmake-consumer/consumer ]] && "$OUT/cmake-consumer/consumer"
 "$OUT/soa_inference" "$OUT/track_scorer.pt" "$DEVICE" "$ROWS"
 "$OUT/cms_wrap" "$OUT/track_scorer.pt" "$DEVICE" "$((ROWS * 10))" "$ROWS"

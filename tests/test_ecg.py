@@ -182,10 +182,10 @@ def test_the_job_takes_a_physionet_style_csv(tmp_path, capsys, delimiter):
     printed = capsys.readouterr().out
     assert "time axis" in printed and "360 Hz" in printed
     report = (out / "report.md").read_text()
-    assert "column 'MLII'" in report and "amplitude in mV" in report
+    assert "lead 'MLII'" in report and "amplitude in mV" in report
     status, out = run_job(tmp_path, "--csv", str(path), "--column", "V1", "--rate", "360",
                           "--no-plots")
-    assert status == 0 and "column 'V1'" in (out / "report.md").read_text()
+    assert status == 0 and "lead 'V1'" in (out / "report.md").read_text()
 
 
 @requires_torch

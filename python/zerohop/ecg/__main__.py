@@ -82,9 +82,14 @@ def parser():
                    help="sampling rate, 50 to 100000 Hz (CSV without a time column; "
                    "synthetic: default 360)")
     p.add_argument("--column", help="CSV column or WFDB lead, by name or 0-based index "
-                   "(default: MLII or the first signal; a leading CSV time column is skipped)")
+                   "(default: lead II or MLII when there is one, else the first signal; a "
+                   "leading CSV time column is skipped, and gives the rate)")
     p.add_argument("--delimiter", type=_delimiter, help="CSV delimiter: ',', ';' or 'tab' "
                    "(default: sniffed)")
+    p.add_argument("--fill", choices=["error", "interpolate", "zero"], default="error",
+                   help="missing or empty cells in the ECG column: refuse the file, interpolate "
+                   "linearly between their neighbours, or set them to 0 (the report lists how "
+                   "many and where)")
     p.add_argument("--heart-rate", type=_finite("the heart rate", 20.0, 250.0), default=70.0,
                    metavar="BPM", help="synthetic heart rate")
     p.add_argument("--ectopic", type=_finite("the ectopic fraction", 0.0, 0.5), default=0.0,
@@ -159,7 +164,7 @@ def _main(argv=None):
     from .pipeline import Config, run
 
     config = Config(out=args.out, csv=args.csv, wfdb=args.wfdb, rate=args.rate,
-                    column=args.column, delimiter=args.delimiter,
+                    column=args.column, delimiter=args.delimiter, fill=args.fill,
                     synthetic_hours=args.synthetic, heart_rate=args.heart_rate,
                     ectopic=args.ectopic, method=args.method, device=args.device,
                     epochs=args.epochs, batch_size=args.batch_size, threads=args.threads,
@@ -194,6 +199,7 @@ def _config(args):
     from .pipeline import Config
 
     return Config(out=args.out, rate=args.rate, column=args.column, delimiter=args.delimiter,
+                  fill=args.fill,
                   method=args.method, device=args.device, epochs=args.epochs,
                   batch_size=args.batch_size, threads=args.threads, seed=args.seed,
                   progress=_progress_mode(args),

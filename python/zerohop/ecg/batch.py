@@ -219,7 +219,7 @@ def _run(config, torch, world, paths, say, total):
     from .vae import embed, train
 
     options = RecordOptions(method=config.method, column=config.column, rate=config.rate,
-                            delimiter=config.delimiter)
+                            delimiter=config.delimiter, fill=config.fill)
     output = Staging(config.out) if world.rank == 0 else _NoOutput()
     with output, backend(paths, options, workers=config.workers, ray=config.ray,
                          dask=config.dask, timeout=config.record_timeout) as work:

@@ -32,6 +32,8 @@ class Config:
     rate: float | None = None
     column: str | None = None
     delimiter: str | None = None
+    #: Missing or non-numeric cells of the ECG column: "error", "interpolate" or "zero".
+    fill: str = "error"
     synthetic_hours: float | None = None
     heart_rate: float = 70.0
     ectopic: float = 0.0

@@ -44,6 +44,7 @@ class RecordOptions:
     column: str | None = None
     rate: float | None = None
     delimiter: str | None = None
+    fill: str = "error"
     #: The boot id of the machine the rows go to; a worker on that machine puts them in shared
     #: memory, any other keeps them in its own memory for the transport to carry.
     shared_on: str | None = None
@@ -135,7 +136,8 @@ def process_record(index: int, path: str, options: RecordOptions) -> RecordBeats
             os.kill(os.getpid(), signal.SIGKILL)
         if os.environ.get(STOP_SWITCH) == name:
             os.kill(os.getpid(), signal.SIGSTOP)
-    config = Config(rate=options.rate if path.suffix == ".csv" else None, column=options.column, delimiter=options.delimiter,
+    config = Config(rate=options.rate if path.suffix == ".csv" else None, column=options.column,
+                    delimiter=options.delimiter, fill=options.fill,
                     **({"csv": path} if path.suffix == ".csv" else {"wfdb": path.with_suffix("")}))
     data = sources.load(config, say=lambda *_: None)
     _memory_for_rows(options)

@@ -146,7 +146,7 @@ def _check_signal(values, column, where):
     if len(bad):
         raise EcgInputError(
             f"{where}: column {column!r} has {len(bad)} missing or non-finite sample(s), the "
-            f"first at sample {bad[0]}; fill or drop them first")
+            f"first at sample {bad[0]}; pass --fill interpolate (or --fill zero)")
 
 
 def _check_shape_of_signal(low, high, head, column, where):
@@ -162,45 +162,122 @@ def _check_shape_of_signal(low, high, head, column, where):
             f"column with --column")
 
 
+#: The lead a 12-lead file is read from when none is named: lead II (MLII on MIT-BIH), the
+#: rhythm lead clinicians read first.
+PREFERRED_LEADS = ("ii", "mlii", "lead ii", "ecg ii", "ii (mv)")
+
+
+def _default_lead(names):
+    for i, name in enumerate(names):
+        if name.strip().lower() in PREFERRED_LEADS:
+            return name
+    return None
+
+
+def _read_csv_table(read_csv, path, delimiter, fill, on_gpu, where, say):
+    """The file as a zerohop Table; missing cells as NaN unless --fill is "error"."""
+    options = {} if fill == "error" else {"empty": "nan", "nan": "allow"}
+    try:
+        if on_gpu and fill == "error":
+            # Parsed in device memory: only the head of the first column comes back (to tell
+            # a time axis and its rate).
+            table, report = read_csv(path, delimiter=delimiter, device="cuda:0", report=True)
+            if report["fallback"]:
+                say(f"CSV parsed on the host and copied to the GPU: {report['fallback']}")
+            return table
+        return read_csv(path, delimiter=delimiter, **options)
+    except ValueError as error:
+        text = str(error)
+        if fill == "error" and ("empty" in text or "nan" in text.lower()):
+            raise EcgInputError(f"{where}: {text}; pass --fill interpolate (or --fill zero) "
+                                f"to fill missing cells, which the report then lists") from None
+        raise
+
+
+def _fill_missing(values, column, fill, say):
+    """Fills the NaNs of `values` (a writable NumPy view of the column) in place; a note for
+    the report naming how many and where, or None when there were none."""
+    bad = np.flatnonzero(~np.isfinite(values))
+    if len(bad) == 0:
+        return None
+    if len(bad) == len(values):
+        raise EcgInputError(f"column {column!r} holds no numbers")
+    if fill == "zero":
+        values[bad] = 0.0
+    else:
+        good = np.flatnonzero(np.isfinite(values))
+        values[bad] = np.interp(bad, good, values[good]).astype(values.dtype)
+    shown = ", ".join(str(int(i)) for i in bad[:5]) + (", …" if len(bad) > 5 else "")
+    note = (f"{len(bad)} missing sample(s) in column {column!r} "
+            f"{'interpolated' if fill == 'interpolate' else 'set to 0'} (--fill {fill}), at "
+            f"sample(s) {shown}")
+    say(note)
+    return note
+
+
+def _time_rate(first, units, name):
+    """The sampling rate a time column's steps imply, in its stated units, else in seconds, or
+    in ms or µs when only those give a rate an ECG has (with a note saying which was assumed)."""
+    rate = _rate_from_time(first, units)
+    if units:
+        return check_rate(rate, f"the time column {name!r} ({units}) implies"), None
+    low, high = RATE_RANGE
+    for factor, unit in ((1.0, "s"), (1e3, "ms"), (1e6, "µs")):
+        if low <= rate * factor <= high:
+            assumed = None if unit == "s" else (
+                f"the time column {name!r} has no units row; its steps read as {unit}")
+            return check_rate(rate * factor, "the time column"), assumed
+    raise EcgInputError(
+        f"the time column {name!r} has steps of {1 / rate:g} (no units row): read as seconds "
+        f"that is {rate:g} Hz, as ms {rate * 1e3:g} Hz, as µs {rate * 1e6:g} Hz, none of them "
+        f"{low:g} to {high:g} Hz; pass --rate HZ")
+
+
 def _from_csv(config, say):
     from . import csv_header, read_csv
+    from .text import plain_text
 
     path = Path(config.csv)
     if not path.is_file():
         raise EcgInputError(f"--csv {path}: no such file")
-    header = csv_header(path, delimiter=config.delimiter)
-    names, units = header["names"], header.get("units")
     where = f"--csv {path}"
+    with plain_text(path, where, say) as text:
+        header = csv_header(text, delimiter=config.delimiter)
+        names, units = header["names"], header.get("units")
+        if config.rate is None and len(names) == 1:
+            # Only a leading time column could tell the rate; a lone column is none.
+            raise EcgInputError(f"{where}: the sampling rate is unknown (no time column); "
+                                f"pass --rate HZ")
+        on_gpu = config.device == "cuda"
+        table = _read_csv_table(read_csv, text, header["delimiter"], config.fill, on_gpu,
+                                where, say)
+    rate, notes = config.rate, []
+    first = _head(table[names[0]], on_gpu)
+    timed = len(names) > 1 and is_time_axis(first)
     if config.column is not None:
         column = _column_by_name_or_index(names, config.column, where)
+    elif timed:
+        column = _default_lead(names[1:]) or names[1]
+        say(f"the first column {names[0]!r} is a time axis: using {column!r}")
     else:
-        column = names[0]
-    if config.rate is None and (len(names) == 1 or config.column is not None):
-        # Only a leading time column could tell the rate; there is none to use.
-        raise EcgInputError(f"{where}: the sampling rate is unknown; pass --rate HZ")
-    on_gpu = config.device == "cuda"
-    if on_gpu:
-        # Parsed in device memory: only the head of the first column comes back (to tell a
-        # time axis and its rate).
-        table, report = read_csv(path, delimiter=header["delimiter"], device="cuda:0",
-                                 report=True)
-        if report["fallback"]:
-            say(f"CSV parsed on the host and copied to the GPU: {report['fallback']}")
-    else:
-        table = read_csv(path, delimiter=header["delimiter"])
-    rate = config.rate
-    first = _head(table[names[0]], on_gpu)
-    if config.column is None and len(names) > 1 and is_time_axis(first):
-        column = names[1]
-        first_units = units[0] if units else None
-        note = f"the first column {names[0]!r} is a time axis: using {column!r}"
-        if rate is None:
-            rate = check_rate(_rate_from_time(first, first_units), f"the time column {names[0]!r} implies")
-            note += f", at {rate:g} Hz from its steps"
-        say(note)
+        column = _default_lead(names) or names[0]
+    if timed and column != names[0] and rate is None:
+        rate, assumed = _time_rate(first, units[0] if units else None, names[0])
+        say(f"the sampling rate, {rate:g} Hz, is read from the time column {names[0]!r}")
+        if assumed:
+            say(f"note: {assumed}; if that is wrong, pass --rate HZ")
+            notes.append(assumed)
     if rate is None:
-        raise EcgInputError(f"{where}: the sampling rate is unknown; pass --rate HZ")
+        raise EcgInputError(f"{where}: the sampling rate is unknown (no time column); pass "
+                            f"--rate HZ")
     signal = table[column]
+    if config.fill != "error":
+        values = np.from_dlpack(signal)
+        filled = _fill_missing(values, column, config.fill, say)
+        if filled:
+            notes.append(filled)
+        if on_gpu:
+            signal = zerohop.from_dlpack(_to_device(values))
     if on_gpu:
         _check_device_signal(signal, column, where)
         stage = "parse CSV into a zerohop Table in GPU memory"
@@ -208,8 +285,16 @@ def _from_csv(config, say):
         _check_signal(np.from_dlpack(signal), column, where)
         stage = "parse CSV into a zerohop Table (all cores)"
     unit = units[names.index(column)] if units else None
+    description = f"{path}, lead {column!r}" + "".join(f"; {n}" for n in notes)
     return Input(signal=signal, rate=rate, samples=len(table),
-                 description=f"{path}, column {column!r}", units=unit, truth=None, stage=stage)
+                 description=description, units=unit, truth=None, stage=stage)
+
+
+def _to_device(values):
+    """A host column moved to the GPU (an explicit copy: --fill on the GPU parses on the host)."""
+    import torch
+
+    return torch.from_numpy(values).to("cuda:0")
 
 
 def _head(column, on_gpu):

@@ -385,3 +385,21 @@ def test_training_progress_in_a_log_is_a_line_every_few_seconds_with_the_time_le
     assert lines[0] == "  training: epoch 5/30, loss 0.50000, 5 s, about 25 s left"
     assert len(lines) == 6 and lines[-1].endswith("epoch 30/30, loss 0.50000, 30 s, done")
     assert "\r" not in out.getvalue()
+
+
+@requires_torch
+def test_training_stops_once_the_held_out_loss_stops_improving_and_says_so(monkeypatch):
+    from zerohop.ecg import vae
+
+    signal, _, _ = ecg.synthesize(60.0, rate=360.0, seed=1)
+    beats = torch.from_dlpack(ecg.segment(signal, 360.0)["beats"])
+    monkeypatch.setattr(vae, "_held_out_loss", lambda *a, **k: 1.0)  # flat from the start
+    flat = vae.train(beats, epochs=30, progress=False, threads=1)
+    assert (flat["epochs_run"], flat["best_epoch"], flat["stopped_early"]) == (6, 1, True)
+    assert len(flat["losses"]) == len(flat["held_out"]) == 6
+    assert vae.convergence_note(flat, 30).startswith("stopped after epoch 6 of 30")
+    falling = iter([1.0 / (k + 1) for k in range(100)])
+    monkeypatch.setattr(vae, "_held_out_loss", lambda *a, **k: next(falling))
+    still = vae.train(beats, epochs=8, progress=False, threads=1)
+    assert (still["epochs_run"], still["best_epoch"], still["stopped_early"]) == (8, 8, False)
+    assert "not converged, more --epochs may help" in vae.convergence_note(still, 8)

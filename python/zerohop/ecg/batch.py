@@ -216,7 +216,7 @@ def run_batch(config, say=print) -> BatchResult:
 
 
 def _run(config, torch, world, paths, say, total):
-    from .vae import embed, train
+    from .vae import convergence_note, embed, train
 
     options = RecordOptions(method=config.method, column=config.column, rate=config.rate,
                             delimiter=config.delimiter, fill=config.fill)
@@ -271,7 +271,8 @@ def _run(config, torch, world, paths, say, total):
         if config.plots:
             from .batch_report import write_batch_plots
 
-            plots = write_batch_plots(output.path, every, offsets, mu_all, trained["losses"])
+            plots = write_batch_plots(output.path, every, offsets, mu_all, trained["losses"],
+                                      trained["held_out"], trained["best_epoch"])
         from .batch_report import write_batch_report
 
         report = write_batch_report(
@@ -282,7 +283,8 @@ def _run(config, torch, world, paths, say, total):
                    "final_loss": trained["losses"][-1], "test_loss": trained["test_loss"],
                    "device": config.device, "threads": trained["threads"],
                    "ranks": world.size, "beats_trained": trained["beats_trained"],
-                   "steps": trained["steps"]})
+                   "steps": trained["steps"],
+                   "converged": convergence_note(trained, config.epochs)})
         output.commit()
     return BatchResult(report=config.out / report.name,
                        plots={k: config.out / p.name for k, p in plots.items()},

@@ -27,7 +27,8 @@ def write_batch_report(path, *, backend, records, failures, hand_offs, copied, p
            f"beats)" if train["ranks"] > 1 else "")
         + f", {train_seconds:.2f} s ({train['beats_trained'] / max(train_seconds, 1e-9):,.0f} "
         f"beats/s, {train['steps']} steps); final loss {train['final_loss']:.5f}, held-out loss "
-        f"{train['test_loss']:.5f} (mean squared error of normalised beats + 0.1 × KL)",
+        f"{train['test_loss']:.5f} (mean squared error of normalised beats + 0.1 × KL); "
+        f"{train['converged']}",
         f"- rows handed from the workers to PyTorch: {sum(h['same'] for h in hand_offs)}/"
         f"{len(hand_offs)} with the same pointer; bytes copied on the way: {copied:,}",
         "",
@@ -64,15 +65,14 @@ def write_batch_report(path, *, backend, records, failures, hand_offs, copied, p
     return path
 
 
-def write_batch_plots(out, records, offsets, mu, losses):
-    from .plots import _pyplot
+def write_batch_plots(out, records, offsets, mu, losses, held_out=None, best_epoch=None):
+    from .plots import _pyplot, draw_losses
 
     plt = _pyplot()
     paths = {}
     fig, ax = plt.subplots(figsize=(6, 4))
-    ax.plot(np.arange(1, len(losses) + 1), losses, marker="o", ms=3)
-    ax.set(xlabel="epoch", ylabel="training loss per beat (normalised units)",
-           title="LightVAE training")
+    draw_losses(ax, losses, held_out, best_epoch)
+    ax.set_title("LightVAE training and held-out loss")
     fig.tight_layout()
     paths["loss"] = out / "loss.png"
     fig.savefig(paths["loss"], dpi=110)

@@ -154,7 +154,7 @@ def run(config: Config, say=print) -> Result:
     """Runs the job; raises EcgInputError (a ValueError) for anything about the input, before
     writing anything, and leaves `config.out` untouched unless the whole job succeeds."""
     torch = sources.require_job(config)
-    from .vae import embed, train
+    from .vae import convergence_note, embed, train
 
     staging = Staging(config.out)
     with staging:
@@ -271,6 +271,7 @@ def run(config: Config, say=print) -> Result:
                 energy=host("energy") if "energy" in seg else host("curvature"),
                 r_peaks=r_peaks, truth=data.truth, params=params, beats=host("beats"),
                 beat_peaks=beat_peaks, mu=mu_np, error=err, losses=trained["losses"],
+                held_out=trained["held_out"], best_epoch=trained["best_epoch"],
                 decoded=decoded, grid=grid)
             stage("plots (matplotlib)", begun)
 
@@ -286,7 +287,8 @@ def run(config: Config, say=print) -> Result:
             train={"epochs": config.epochs, "batch_size": trained["batch_size"],
                    "final_loss": trained["losses"][-1], "test_loss": trained["test_loss"],
                    "device": config.device, "threads": trained["threads"],
-                   "batch_asked": config.batch_size, "few": few})
+                   "batch_asked": config.batch_size, "few": few,
+                   "converged": convergence_note(trained, config.epochs)})
         staging.commit()
     report = config.out / report.name
     plots = {name: config.out / p.name for name, p in plots.items()}

@@ -35,7 +35,7 @@ def _classes_of(beat_peaks, truth, tolerance):
 
 
 def write_plots(out, *, signal, units, energy, r_peaks, truth, params, beats, beat_peaks, mu,
-                error, losses, decoded, grid):
+                error, losses, decoded, grid, held_out=None, best_epoch=None):
     """Writes the figures to `out` and returns {name: path}. Every array is a NumPy view of
     zerohop or torch memory on the CPU (nothing is copied to plot it)."""
     plt = _pyplot()
@@ -147,10 +147,21 @@ def write_plots(out, *, signal, units, energy, r_peaks, truth, params, beats, be
     save(fig, "outliers")
 
     fig, ax = plt.subplots(figsize=(6, 3.6))
-    ax.plot(np.arange(1, len(losses) + 1), losses, marker="o", ms=3)
-    ax.set_xlabel("epoch")
-    ax.set_ylabel("training loss per beat (a.u.)")
-    ax.set_yscale("log")
-    ax.set_title("LightVAE training loss")
+    draw_losses(ax, losses, held_out, best_epoch)
+    ax.set_title("LightVAE training and held-out loss")
     save(fig, "loss")
     return paths
+
+
+def draw_losses(ax, losses, held_out=None, best_epoch=None):
+    """Training and held-out loss per epoch, and the epoch whose held-out loss was lowest."""
+    epochs = np.arange(1, len(losses) + 1)
+    ax.plot(epochs, losses, marker="o", ms=3, label="training")
+    if held_out:
+        ax.plot(epochs[:len(held_out)], held_out, marker="s", ms=3, label="held-out (25 %)")
+    if best_epoch:
+        ax.axvline(best_epoch, color="k", lw=0.6, ls=":", label=f"best, epoch {best_epoch}")
+    ax.set_xlabel("epoch")
+    ax.set_ylabel("loss per beat (normalised units)")
+    ax.set_yscale("log")
+    ax.legend(fontsize=8)

@@ -83,9 +83,9 @@ def write_report(path, *, source, params, method, stages, counts, accuracy, outl
         f"- beats: {counts['detected']:,} detected (median {counts['bpm']:.0f} bpm), "
         f"{counts['beats']:,} rows for the model; {counts['edge_dropped']} too close to the "
         f"recording's ends for a full window",
-        f"- LightVAE: {train['epochs']} epochs, batch {train['batch_size']}{_batch_note(train)}, "
-        f"final training loss {train['final_loss']:.5f}, test loss {train['test_loss']:.5f} "
-        f"({train['device']}, {train['threads']} CPU thread(s))",
+        f"- LightVAE: batch {train['batch_size']}{_batch_note(train)}, final training loss "
+        f"{train['final_loss']:.5f}, held-out loss {train['test_loss']:.5f} "
+        f"({train['device']}, {train['threads']} CPU thread(s)); {train['converged']}",
     ]
     if train.get("few"):
         lines.append(f"- **warning**: {train['few']}")

@@ -143,7 +143,10 @@ def train(beats, *, epochs=30, batch_size=1024, lr=1e-3, seed=42, device="cpu",
     The batch shrinks to a sixteenth of the training set when that is smaller, so a short
     recording still gets enough optimiser steps.
 
-    Returns a dict: model, center, scale, train_idx, test_idx, losses (per epoch), test_loss,
+    Training stops early once the held-out loss has not improved for PATIENCE epochs.
+
+    Returns a dict: model, center, scale, train_idx, test_idx, losses and held_out (per
+    epoch run), test_loss (the last held-out loss), epochs_run, best_epoch, stopped_early,
     batch_size (the one used), threads (CPU threads used, see `training_threads`)."""
     threads = training_threads(threads)
     before = torch.get_num_threads()
@@ -254,7 +257,8 @@ def _train(beats, epochs, batch_size, lr, seed, device, progress):
     # CPU runs keep their order; a generator of the training device on a GPU).
     shuffler = generator if torch.device(device).type == "cpu" else \
         torch.Generator(device=device).manual_seed(seed)
-    losses = []
+    test_on_device = test_idx.to(device)
+    losses, held_out, best = [], [], 0
     started = time.perf_counter()
     shown = {}
     for epoch in range(epochs):
@@ -273,24 +277,54 @@ def _train(beats, epochs, batch_size, lr, seed, device, progress):
             seen += len(batch)
         summed, count = _all_reduce([float(total), seen], device)
         losses.append(summed / count)
+        # Every rank sees the same reduced held-out loss, so all stop at the same epoch.
+        held_out.append(_held_out_loss(model, normalised, test_on_device, device))
+        if held_out[-1] < held_out[best] * (1 - MIN_IMPROVEMENT):
+            best = epoch
+        stop = epoch - best >= PATIENCE
         if progress:
-            _progress(epoch + 1, epochs, losses[-1], started, progress, shown)
-    test_loss = math.nan
-    with torch.no_grad():
-        model.eval()
-        summed = 0.0
-        if len(test_idx):
-            x = normalised.index_select(0, test_idx.to(device)).unsqueeze(1)
-            recon, mu, logvar = model(x)
-            summed = float(vae_loss(recon, x, mu, logvar))
-        summed, count = _all_reduce([summed, len(test_idx)], device)
-        if count:
-            test_loss = summed / count
+            _progress(epochs if stop else epoch + 1, epochs, losses[-1], started, progress,
+                      shown)
+        if stop:
+            break
+    ran = len(losses)
     return {"model": model, "center": center, "scale": scale, "train_idx": train_idx,
-            "test_idx": test_idx,
-            "losses": losses, "test_loss": test_loss, "batch_size": batch_size,
-            "steps": int(steps) * epochs, "beats_trained": int(_all_reduce(
-                [min(split, int(steps) * batch_size)], device)[0]) * epochs}
+            "test_idx": test_idx, "losses": losses, "held_out": held_out,
+            "test_loss": held_out[-1] if held_out else math.nan, "batch_size": batch_size,
+            "epochs_run": ran, "best_epoch": best + 1, "stopped_early": ran < epochs,
+            "steps": int(steps) * ran, "beats_trained": int(_all_reduce(
+                [min(split, int(steps) * batch_size)], device)[0]) * ran}
+
+
+#: Training stops once the held-out loss has not improved by MIN_IMPROVEMENT (relative) for
+#: PATIENCE epochs: it has converged, and more epochs would only fit the training beats.
+PATIENCE = 5
+MIN_IMPROVEMENT = 1e-3
+
+
+def convergence_note(trained, epochs):
+    """Whether training converged, in words for the report."""
+    ran, best = trained["epochs_run"], trained["best_epoch"]
+    if trained["stopped_early"]:
+        return (f"stopped after epoch {ran} of {epochs}: the held-out loss had not improved "
+                f"for {PATIENCE} epochs (best at epoch {best}), so training had converged")
+    if best == ran and ran > 1:
+        return (f"ran all {epochs} epochs and the held-out loss was still improving at the "
+                f"last: not converged, more --epochs may help")
+    return f"ran all {epochs} epochs; the held-out loss was lowest at epoch {best}"
+
+
+@torch.no_grad()
+def _held_out_loss(model, normalised, indices, device, chunk=8192):
+    """The loss per beat over the held-out beats (every rank's), in chunks."""
+    model.eval()
+    total = 0.0
+    for idx in indices.split(chunk):
+        x = normalised.index_select(0, idx).unsqueeze(1)
+        recon, mu, logvar = model(x)
+        total += float(vae_loss(recon, x, mu, logvar))
+    summed, count = _all_reduce([total, len(indices)], device)
+    return summed / count if count else math.nan
 
 
 @torch.no_grad()

@@ -233,3 +233,16 @@ def test_sigterm_leaves_no_staging_folder_behind(tmp_path):
         proc.stderr.close()
     assert not list(tmp_path.glob(".out.partial-*")), "the staging folder was left behind"
     assert not out.exists()
+
+
+@requires_torch
+def test_a_record_failing_under_dask_is_one_line_and_dask_s_log_only_with_verbose(
+        folder, tmp_path, capsys, monkeypatch):
+    pytest.importorskip("distributed")
+    monkeypatch.setenv(KILL_SWITCH, "synthetic55")
+    args = ["--records", str(folder), "--rate", "360", "--epochs", "1", "--no-plots",
+            "--dask", "local", "--workers", "2"]
+    assert main([*args, "--out", str(tmp_path / "quiet")]) == 0
+    captured = capsys.readouterr()
+    assert "failed: synthetic55: KilledWorker" in captured.out
+    assert "Traceback" not in captured.err and "ERROR" not in captured.err, captured.err[-2000:]

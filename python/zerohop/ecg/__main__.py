@@ -124,6 +124,9 @@ def parser():
                       default=None, metavar="SECONDS",
                       help="with --workers: a record taking longer fails, and its worker is "
                       "replaced (default: 2 minutes plus 30 s per MiB of the record's files)")
+    many.add_argument("--verbose", action="store_true",
+                      help="also show the engines' own logs (a failed record's traceback, "
+                      "worker deaths); without it each failure is one line")
     many.add_argument("--stop-on-error", action="store_true",
                       help="stop at the first record that fails (default: report it, go on)")
     p.add_argument("--no-progress", action="store_true",
@@ -205,7 +208,7 @@ def _config(args):
                   progress=_progress_mode(args),
                   plots=not args.no_plots, records=args.records, workers=args.workers,
                   ray=args.ray, dask=args.dask, stop_on_error=args.stop_on_error,
-                  record_timeout=args.record_timeout)
+                  record_timeout=args.record_timeout, verbose=args.verbose)
 
 
 def _main_records(args):

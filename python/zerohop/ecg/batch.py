@@ -222,7 +222,8 @@ def _run(config, torch, world, paths, say, total):
                             delimiter=config.delimiter, fill=config.fill)
     output = Staging(config.out) if world.rank == 0 else _NoOutput()
     with output, backend(paths, options, workers=config.workers, ray=config.ray,
-                         dask=config.dask, timeout=config.record_timeout) as work:
+                         dask=config.dask, timeout=config.record_timeout,
+                         verbose=config.verbose) as work:
         label = work.label + (f", on each of {world.size} torchrun ranks" if world.size > 1
                               else "")
         say(f"{total} recording(s) on {label}")

@@ -54,6 +54,8 @@ class Config:
     #: Seconds a record may take under --workers before its worker is stopped (None: 2 min
     #: plus 30 s per MiB of the record's files).
     record_timeout: float | None = None
+    #: Engines' own logs (Dask's worker deaths and task tracebacks) as well as the job's lines.
+    verbose: bool = False
 
 
 @dataclass

@@ -365,7 +365,7 @@ class DaskCluster:
     workers rather than eight. Each result is let go as soon as its rows are mapped here: a
     worker's death then cannot lose (and re-run) a record already taken."""
 
-    def __init__(self, paths, options, address, workers):
+    def __init__(self, paths, options, address, workers, verbose=False):
         try:
             import distributed
         except ImportError:
@@ -374,15 +374,27 @@ class DaskCluster:
         self.options = options
         self.workers = max(1, min(workers, len(paths)))
         self.label = f"Dask ({address})"
+        self.verbose = verbose
         self._client = self._cluster = None
+        self._quieted = None
 
     def __enter__(self):
+        import logging
+
         d = self.distributed
+        if not self.verbose:
+            # A record's failure is reported in one line by the job; Dask's own log lines
+            # (worker deaths, task tracebacks) only with --verbose.
+            log = logging.getLogger("distributed")
+            self._quieted = (log, log.level)
+            log.setLevel(logging.CRITICAL)
         try:
             if self.address == "local":
                 self._cluster = d.LocalCluster(n_workers=self.workers, threads_per_worker=1,
                                                processes=True, dashboard_address=None,
-                                               scheduler_kwargs={"allowed_failures": 0})
+                                               scheduler_kwargs={"allowed_failures": 0},
+                                               silence_logs=logging.ERROR if self.verbose
+                                               else logging.CRITICAL)
                 self._client = d.Client(self._cluster)
             else:
                 self._client = d.Client(self.address, timeout="20s")
@@ -395,6 +407,9 @@ class DaskCluster:
             self._client.close()
         if self._cluster is not None:
             self._cluster.close()
+        if self._quieted is not None:
+            log, level = self._quieted
+            log.setLevel(level)
         return False
 
     def _submit(self, index):
@@ -408,7 +423,9 @@ class DaskCluster:
         except EcgInputError as error:  # the record's own input, refused the same every time
             return RecordFailure(index, record_name(self.paths[index]), _error_text(error)), False
         except Exception as error:  # KilledWorker, a lost connection, a stale handle
-            return RecordFailure(index, record_name(self.paths[index]), _error_text(error)), True
+            text = ("KilledWorker: the Dask worker running it died"
+                    if type(error).__name__ == "KilledWorker" else _error_text(error))
+            return RecordFailure(index, record_name(self.paths[index]), text), True
         finally:
             future.release()  # the rows are mapped here now; the worker may free its copy
 
@@ -426,10 +443,13 @@ class DaskCluster:
         for index in sorted(suspects):
             future = self._submit(index)
             d.wait(future)
-            yield self._take(future, index)[0]
+            result, _ = self._take(future, index)
+            if isinstance(result, RecordFailure):
+                result.error += " (also when it ran alone, so not because of another record)"
+            yield result
 
 
-def backend(paths, options, *, workers=1, ray=None, dask=None, timeout=None):
+def backend(paths, options, *, workers=1, ray=None, dask=None, timeout=None, verbose=False):
     """The backend the arguments choose; shared memory wherever the rows stay on this machine."""
     from dataclasses import replace
 
@@ -438,7 +458,7 @@ def backend(paths, options, *, workers=1, ray=None, dask=None, timeout=None):
     if ray is not None:
         return RayCluster(paths, options, ray)
     if dask is not None:
-        return DaskCluster(paths, here, dask, workers)
+        return DaskCluster(paths, here, dask, workers, verbose=verbose)
     if workers > 1 and len(paths) > 1:
         return LocalProcesses(paths, here, workers, timeout=timeout)
     return InProcess(paths, options)

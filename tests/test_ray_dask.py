@@ -44,6 +44,22 @@ def test_the_documented_ray_example_runs(capsys):
     assert capsys.readouterr().out.split()[-3:] == ["[100000.", "100000.", "100000.]"]
 
 
+def test_the_documented_ray_data_example_runs(capsys):
+    pytest.importorskip("ray")
+    pytest.importorskip("pandas")
+    exec(compile(documented_example("Example: Ray Data"), "docs/processes.md", "exec"),
+         {"__name__": "docs_example"})
+    assert capsys.readouterr().out.strip().endswith(
+        "1000 [0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0]")
+
+
+def test_the_documented_dask_dataframe_example_runs(capsys):
+    pytest.importorskip("dask.dataframe")
+    exec(compile(documented_example("Example: Dask DataFrame"), "docs/processes.md", "exec"),
+         {"__name__": "docs_example"})
+    assert capsys.readouterr().out.strip().endswith("[1.7321]")
+
+
 @pytest.fixture(scope="module")
 def ray():
     ray = pytest.importorskip("ray")

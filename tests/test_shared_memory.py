@@ -383,3 +383,30 @@ def test_the_readme_multiprocessing_example_runs(tmp_path):
     out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
                          timeout=120)
     assert out.returncode == 0, out.stderr
+
+
+def test_pickling_across_machines_sends_bytes_instead_of_a_handle(shared):
+    """A handle opens on this machine only (a faked boot id is refused by name); pickled
+    inside `zerohop.pickling(across_machines="bytes")` the same tensor and table carry their
+    bytes and load anywhere."""
+    t = zerohop.zeros((1000,), "float64")
+    t.numpy()[:] = 4.5
+    rebuild, (fmt, state, handle) = t.__reduce_ex__(4)
+    assert isinstance(handle, dict) and "shared" in handle
+    with pytest.raises(ValueError, match="another machine"):
+        rebuild(fmt, state, dict(handle, boot_id="0" * 36))
+    table = zerohop.Table([("x", "float64"), ("v", "float32", 2)], 100)
+    table["x"].numpy()[:] = 1.5
+    with zerohop.pickling(across_machines="bytes"):
+        for protocol in (4, 5):
+            data = pickle.dumps(t, protocol=protocol)
+            assert len(data) > 8000, "the bytes travel in the pickle"
+            back = pickle.loads(data)
+            assert back.data_ptr != t.data_ptr and (back.numpy() == 4.5).all()
+        buffers = []
+        data = pickle.dumps(table, protocol=5, buffer_callback=buffers.append)
+        assert len(buffers) == 1 and buffers[0].raw().nbytes >= 100 * 8
+        assert (pickle.loads(data, buffers=buffers)["x"].numpy() == 1.5).all()
+    assert isinstance(t.__reduce_ex__(4)[1][2], dict), "handles again after the block"
+    with pytest.raises(ValueError, match='across_machines=.*use "bytes"'):
+        zerohop.pickling(across_machines="ftp")

@@ -7,6 +7,8 @@
 True
 """
 
+from types import TracebackType
+
 from ._zerohop import (
     DLPACK_VERSION,
     OutOfMemoryError,
@@ -17,10 +19,35 @@ from ._zerohop import (
     from_dlpack,
     zeros,
 )
+from ._zerohop import _pickling_across_machines
 
 
 class CopyWarning(UserWarning):
     """zerohop made a copy because the caller allowed one (copy=True or materialize=...)."""
+
+
+class pickling:
+    """``with zerohop.pickling(across_machines="bytes"):`` pickles made inside carry their
+    host data as bytes (out of band at protocol 5), never as a shared-memory handle, which only
+    opens on the machine that made it: for Ray, Dask or files that may go to another machine.
+    Each such object is a copy on the way, as any bytes are. CUDA data is refused with how to
+    stage it through the host. The setting is process-wide while the block runs (Ray and Dask
+    pickle on threads of their own)."""
+
+    def __init__(self, across_machines: str | None = None) -> None:
+        if across_machines not in (None, "bytes"):
+            raise ValueError(f"across_machines={across_machines!r}: use \"bytes\" (or None "
+                             f"for handles on one machine)")
+        self.across_machines = across_machines
+        self._previous = False
+
+    def __enter__(self) -> "pickling":
+        self._previous = _pickling_across_machines(self.across_machines is not None)
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
+                 traceback: TracebackType | None) -> None:
+        _pickling_across_machines(self._previous)
 
 
 class NoSuchColumnError(KeyError, ValueError):
@@ -56,6 +83,7 @@ def __dir__():
 
 
 __all__ = [
-    "CopyWarning", "DLPACK_VERSION", "NoSuchColumnError", "OutOfMemoryError", "Table", "Tensor", "__version__",
+    "CopyWarning", "DLPACK_VERSION", "NoSuchColumnError", "OutOfMemoryError", "Table",
+    "Tensor", "__version__", "pickling",
     "cuda", "ecg", "from_arrow", "from_dlpack", "memory", "zeros",
 ]

@@ -40,6 +40,7 @@ __all__ = [
     "from_arrow",
     "_rebuild_tensor",
     "_rebuild_table",
+    "_pickling_across_machines",
     "OutOfMemoryError",
     "memory",
     "ecg",
@@ -348,3 +349,5 @@ def from_arrow(
 # is a buffer (bytes, PickleBuffer, ...), a shared-memory handle dict, or Arrow data.
 def _rebuild_tensor(format: int, state: dict[str, Any], data: object) -> Tensor: ...
 def _rebuild_table(format: int, state: dict[str, Any], data: object) -> Table: ...
+# Sets (when given) and returns the previous "pickle for another machine" setting.
+def _pickling_across_machines(on: bool | None = None) -> bool: ...

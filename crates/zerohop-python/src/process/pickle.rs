@@ -16,6 +16,7 @@
 //! zerohop never copies it to the host behind the caller's back.
 
 use std::ptr::NonNull;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use pyo3::exceptions::{PyTypeError, PyValueError};
@@ -158,6 +159,9 @@ pub fn reduce_tensor<'py>(
     let t = tensor.get();
     let device = t.view.device();
     if device.kind == zerohop::DeviceKind::Cuda {
+        if across_machines() {
+            return Err(refuse_cuda_across_machines("tensor"));
+        }
         return reduce_cuda_tensor(py, t);
     }
     if !device.is_host_accessible() {
@@ -180,7 +184,9 @@ pub fn reduce_tensor<'py>(
         .ok_or_else(|| PyValueError::new_err("this tensor's layout has no byte span"))?;
     let (offset, len) = (offset as usize, len as usize);
     let start = view.data_ptr().wrapping_sub(offset);
-    let in_segment = len > 0 && zerohop::memory::handle_for(start, len).py()?.is_some();
+    let shareable = !across_machines();
+    let in_segment =
+        shareable && len > 0 && zerohop::memory::handle_for(start, len).py()?.is_some();
     let data = if protocol >= 5 || in_segment {
         // A view of the whole span, strides and all: the receiver shares this memory.
         state.set_item("strides", PyTuple::new(py, view.strides())?)?;
@@ -193,7 +199,7 @@ pub fn reduce_tensor<'py>(
             view.owner(),
             view.is_readonly(),
             protocol,
-            true,
+            shareable,
         )?
     } else {
         // In band, the bytes are copied anyway: send only the elements, compacted. The
@@ -285,6 +291,9 @@ pub fn reduce_table<'py>(
             state.set_item("readonly", t.is_readonly())?;
             state.set_item("nbytes", layout.total_bytes)?;
             if device.kind == zerohop::DeviceKind::Cuda {
+                if across_machines() {
+                    return Err(refuse_cuda_across_machines("table"));
+                }
                 // SAFETY: the table's whole buffer is live device memory, produced on the
                 // table's stream, held by the table being pickled.
                 let handle = unsafe {
@@ -307,7 +316,7 @@ pub fn reduce_table<'py>(
                 &owner,
                 t.is_readonly(),
                 protocol,
-                true,
+                !across_machines(),
             )?
         }
         Storage::Arrow(_) => {
@@ -717,8 +726,38 @@ fn _rebuild_table(
     Py::new(py, PyTable::from_table(table))
 }
 
+/// While set, objects pickle for another machine: host data as bytes (out of band at
+/// protocol 5), never as a shared-memory handle that only this machine can open. Process-wide,
+/// because Ray and Dask pickle on threads of their own.
+static ACROSS_MACHINES: AtomicBool = AtomicBool::new(false);
+
+fn across_machines() -> bool {
+    ACROSS_MACHINES.load(Ordering::SeqCst)
+}
+
+/// Sets (when `on` is given) whether objects pickle for another machine; returns the previous
+/// setting. `zerohop.pickling(across_machines="bytes")` is the public face.
+#[pyfunction]
+#[pyo3(signature = (on=None))]
+fn _pickling_across_machines(on: Option<bool>) -> bool {
+    match on {
+        Some(on) => ACROSS_MACHINES.swap(on, Ordering::SeqCst),
+        None => across_machines(),
+    }
+}
+
+fn refuse_cuda_across_machines(what: &str) -> PyErr {
+    PyValueError::new_err(format!(
+        "a CUDA {what} cannot be pickled for another machine: CUDA IPC handles open on this \
+         machine only. Copy it to the host with the framework that made it first (for \
+         example zerohop.from_dlpack(torch.from_dlpack(t).cpu())), and back to a device \
+         there"
+    ))
+}
+
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(_rebuild_tensor, m)?)?;
     m.add_function(wrap_pyfunction!(_rebuild_table, m)?)?;
+    m.add_function(wrap_pyfunction!(_pickling_across_machines, m)?)?;
     Ok(())
 }

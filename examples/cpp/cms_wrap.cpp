@@ -25,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "checks.h"
 #include "zerohop.h"
 #ifdef ZH_CMS_CUDA
 #include <c10/cuda/CUDAGuard.h>
@@ -34,19 +35,9 @@
 
 namespace {
 
-int failures = 0;
-
-void check(bool ok, const std::string& what) {
-  std::printf("%s %s\n", ok ? "ok  " : "FAIL", what.c_str());
-  if (!ok) ++failures;
-}
-
-void must(zh_status status, const char* call) {
-  if (status != ZH_OK) {
-    std::fprintf(stderr, "%s failed (%d): %s\n", call, static_cast<int>(status), zh_last_error());
-    std::exit(2);
-  }
-}
+using zh_example::check;
+using zh_example::failures;
+using zh_example::must;
 
 constexpr size_t kAlign = 128;
 

@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "checks.h"
 #include "zerohop.h"
 #include "zerohop_torch.h"
 #ifdef ZH_TORCH_CUDA_ALLOCATOR
@@ -28,20 +29,9 @@
 
 namespace {
 
-int failures = 0;
-
-void check(bool ok, const std::string& what) {
-  std::printf("%s %s\n", ok ? "ok  " : "FAIL", what.c_str());
-  if (!ok) ++failures;
-}
-
-// Aborts the example with zerohop's own message when a call fails.
-void must(zh_status status, const char* call) {
-  if (status != ZH_OK) {
-    std::fprintf(stderr, "%s failed (%d): %s\n", call, static_cast<int>(status), zh_last_error());
-    std::exit(2);
-  }
-}
+using zh_example::check;
+using zh_example::failures;
+using zh_example::must;
 
 // A column or mapped tensor as an at::Tensor over the table's memory: libtorch takes over the
 // managed tensor and calls its deleter when the tensor dies.

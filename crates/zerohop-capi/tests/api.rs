@@ -2,7 +2,7 @@
 //! every export, and the bad inputs the header promises to survive. Host memory only, so the
 //! whole file runs under Miri.
 
-use std::ffi::{c_char, CStr, CString};
+use std::ffi::{c_char, CStr};
 use std::ptr::{null, null_mut};
 
 use zerohop::dlpack::ffi::{DLManagedTensorVersioned, DLPACK_FLAG_BITMASK_READ_ONLY};
@@ -10,16 +10,8 @@ use zerohop::dlpack::{export_versioned, ExportOptions};
 use zerohop::{DType, TensorView};
 use zerohop_capi::*;
 
-fn c(s: &str) -> CString {
-    CString::new(s).unwrap()
-}
-
-fn last_error() -> String {
-    // SAFETY: zh_last_error returns a valid NUL-terminated string.
-    unsafe { CStr::from_ptr(zh_last_error()) }
-        .to_string_lossy()
-        .into_owned()
-}
+mod common;
+use common::{c, last_error};
 
 /// A track-like schema: pt, eta, phi; a 3-vector position; a 3×3 covariance; a score.
 fn track_schema() -> *mut zh_schema {

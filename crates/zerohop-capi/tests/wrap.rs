@@ -2,23 +2,15 @@
 //! (`zh_table_rows`) and column descriptions (`zh_table_column_info`), and the schema limits a
 //! C caller can reach: driven as a C program would, host memory only, so it runs under Miri.
 
-use std::ffi::{c_void, CStr, CString};
+use std::ffi::c_void;
 use std::ptr::{null, null_mut};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use zerohop::dlpack::ffi::DLManagedTensorVersioned;
 use zerohop_capi::*;
 
-fn c(s: &str) -> CString {
-    CString::new(s).unwrap()
-}
-
-fn last_error() -> String {
-    // SAFETY: zh_last_error returns a valid NUL-terminated string.
-    unsafe { CStr::from_ptr(zh_last_error()) }
-        .to_string_lossy()
-        .into_owned()
-}
+mod common;
+use common::{c, last_error};
 
 /// pt (float32 column), position (float32 3-vector), covariance (float32 3×3, column-major).
 fn schema() -> *mut zh_schema {

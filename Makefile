@@ -93,7 +93,7 @@ stubtest: develop
 # pure-Python modules annotated so far, checked as strictly.
 typecheck: develop
 	$(PY) -m mypy --config-file tests/typing/mypy.ini tests/typing/public_api.py
-	cd python && ../$(PY) -m mypy --config-file ../tests/typing/mypy.ini -m zerohop.memory -m zerohop.cuda
+	cd python && ../$(PY) -m mypy --config-file ../tests/typing/mypy.ini -m zerohop.memory -m zerohop._install -m zerohop.cuda
 	$(PY) tests/typing/public_api.py
 
 # The reference site (mkdocs.yml, docs/ -> site/), every MkDocs warning an error.

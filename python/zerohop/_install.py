@@ -1,8 +1,11 @@
 """`zerohop.memory.install`: PyTorch, CuPy and Numba allocating device memory from one
 zerohop resource, each through its own Stats share so one view says what each holds."""
 
+from __future__ import annotations
+
 import contextlib
 import ctypes
+from typing import Any
 
 from . import memory as zm
 
@@ -12,24 +15,25 @@ FRAMEWORKS = ("torch", "cupy", "numba")
 class Installation:
     """What `install` set up: the shared `resource` and each framework's Stats share."""
 
-    def __init__(self, resource, device):
+    def __init__(self, resource: zm.Resource, device: int) -> None:
         self.resource = resource
         self.device = device
-        self.shares = {}
+        self.shares: dict[str, zm.Resource] = {}
 
-    def stats(self):
+    def stats(self) -> dict[str, Any]:
         """Statistics per framework (current/peak/total bytes and counts), plus "total"
         when the shared resource has a Stats adaptor of its own."""
-        out = {name: zm.stats(share) for name, share in self.shares.items()}
+        out: dict[str, Any] = {name: zm.stats(share) for name, share in self.shares.items()}
         with contextlib.suppress(TypeError):
             out["total"] = zm.stats(self.resource)
         return out
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"Installation({sorted(self.shares)} on cuda:{self.device} from {self.resource!r})"
 
 
-def install(torch=False, cupy=False, numba=False, *, resource=None, device=0):
+def install(torch: bool = False, cupy: bool = False, numba: bool = False, *,
+            resource: zm.Resource | None = None, device: int = 0) -> Installation:
     """Makes the chosen frameworks allocate CUDA memory of `device` from `resource` (default:
     a Pool over CudaDevice). Wrap the resource in Limit or Tracking and the limit and the leak
     report cover every framework at once.
@@ -50,7 +54,7 @@ def install(torch=False, cupy=False, numba=False, *, resource=None, device=0):
     return done
 
 
-def _install_torch(share, device):
+def _install_torch(share: zm.Resource, device: int) -> None:
     import torch
 
     # torch's pluggable allocator calls the extension's C symbols, which allocate from the
@@ -68,10 +72,10 @@ def _install_torch(share, device):
         ) from e
 
 
-def _install_cupy(share, device):
-    import cupy  # type: ignore[import-not-found, import-untyped]
+def _install_cupy(share: zm.Resource, device: int) -> None:
+    import cupy  # type: ignore[import-not-found, import-untyped, unused-ignore]
 
-    def allocate(nbytes):
+    def allocate(nbytes: int) -> Any:
         stream = cupy.cuda.get_current_stream().ptr
         block = zm.Block(share, nbytes, stream)
         # CuPy keeps `block` alive as the memory's owner; its death frees the block.
@@ -81,20 +85,23 @@ def _install_cupy(share, device):
     cupy.cuda.set_allocator(allocate)
 
 
-def _numba_pointer(driver, address):
+def _numba_pointer(driver: Any, address: int) -> Any:
     if getattr(driver, "USE_NV_BINDING", False):
         return driver.binding.CUdeviceptr(address)
     return ctypes.c_void_p(address)
 
 
-def _install_numba(share, device):
-    from numba import cuda  # type: ignore[import-not-found, import-untyped]
-    from numba.cuda.cudadrv import driver  # type: ignore[import-not-found, import-untyped]
+def _install_numba(share: zm.Resource, device: int) -> None:
+    from numba import cuda  # type: ignore[import-not-found, import-untyped, unused-ignore]
+    from numba.cuda.cudadrv import driver  # type: ignore[import-not-found, import-untyped, unused-ignore]
 
-    class ZerohopNumbaMemoryManager(cuda.GetIpcHandleMixin, cuda.HostOnlyCUDAMemoryManager):
+    # numba is untyped: its classes are Any to mypy.
+    bases: tuple[Any, ...] = (cuda.GetIpcHandleMixin, cuda.HostOnlyCUDAMemoryManager)
+
+    class ZerohopNumbaMemoryManager(*bases):  # type: ignore[misc]
         """Numba's External Memory Management plugin over a zerohop resource."""
 
-        def memalloc(self, size):
+        def memalloc(self, size: int) -> Any:
             block = zm.Block(share, size, 0)
             pointer = _numba_pointer(driver, block.ptr)
             # The finalizer holds the block; Numba runs it when the array dies.
@@ -102,15 +109,15 @@ def _install_numba(share, device):
                 self.context, pointer, size, finalizer=lambda block=block: None
             )
 
-        def initialize(self):
+        def initialize(self) -> None:
             pass
 
-        def get_memory_info(self):
+        def get_memory_info(self) -> Any:
             free, total = cuda.current_context().get_memory_info()
             return cuda.MemoryInfo(free=free, total=total)
 
         @property
-        def interface_version(self):
+        def interface_version(self) -> int:
             return 1
 
     cuda.set_memory_manager(ZerohopNumbaMemoryManager)

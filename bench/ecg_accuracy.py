@@ -40,6 +40,19 @@ def timed(fn, repeat=3):
     return best, result
 
 
+def stage_times(signal, rate, repeat=3):
+    """zerohop adaptive's whole call and its stages (the segment's own timings) in the best
+    of `repeat` runs."""
+    best = None
+    for _ in range(repeat):
+        started = time.perf_counter()
+        timings = ecg.segment(signal, rate)["timings"]
+        total = time.perf_counter() - started
+        if best is None or total < best[0]:
+            best = (total, dict(timings))
+    return best
+
+
 def detectors():
     import neurokit2 as nk
 
@@ -81,7 +94,9 @@ def main():
         "|---|" + "---|---|" * len(methods),
     ]
     worst_f1_margin, worst_speedup = float("inf"), float("inf")
+    stages = []  # (input, total seconds, {stage: seconds}) of zerohop adaptive's best run
     for name, signal, rate, truth in inputs(args.minutes):
+        stages.append((name, *stage_times(signal, rate)))
         cells, f1s, seconds = [], {}, {}
         for method, detect in methods.items():
             took, peaks = timed(lambda: detect(signal, rate))
@@ -94,6 +109,19 @@ def main():
         worst_speedup = min(worst_speedup,
                             seconds["neurokit2 ecg_peaks"] / seconds["zerohop adaptive"])
         print(lines[-1], flush=True)
+    names = list(stages[0][2])
+    lines += [
+        "",
+        "Where zerohop adaptive's time goes, per input (milliseconds, best of 3; \"outside the "
+        "stages\" is the call's own cost: argument conversion, output tensors, the dict):",
+        "",
+        "| input | " + " | ".join(names) + " | outside the stages | whole call |",
+        "|---|" + "---|" * (len(names) + 2),
+    ]
+    for name, total, parts in stages:
+        inside = sum(parts.values())
+        lines.append(f"| {name} | " + " | ".join(f"{parts[n] * 1e3:.2f}" for n in names)
+                     + f" | {(total - inside) * 1e3:.2f} | {total * 1e3:.2f} |")
     lines += [
         "",
         f"Goal (zerohop adaptive against neurokit2): F1 at least neurokit2's on every input "

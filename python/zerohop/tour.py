@@ -2,26 +2,27 @@
 of the data, which never changes."""
 
 import sys
+from typing import Any
 
 import numpy as np
 
 import zerohop
 
 
-def _address(x):
+def _address(x: Any) -> int:
     if isinstance(x, zerohop.Tensor):
         return x.data_ptr
     if isinstance(x, np.ndarray):
-        return x.__array_interface__["data"][0]
+        return int(x.__array_interface__["data"][0])
     if hasattr(x, "data_ptr"):
-        return x.data_ptr()
-    return x.unsafe_buffer_pointer()
+        return int(x.data_ptr())
+    return int(x.unsafe_buffer_pointer())
 
 
 def main() -> int:
-    steps = []
+    steps: list[tuple[str, Any]] = []
 
-    def hand_off(label, obj):
+    def hand_off(label: str, obj: Any) -> Any:
         steps.append((label, obj))
         kind = f"{type(obj).__module__}.{type(obj).__name__}"
         print(f"  {label:<32} {kind:<24} 0x{_address(obj):x}")

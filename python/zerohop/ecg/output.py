@@ -48,26 +48,27 @@ def check_writable(out: Path) -> Path:
 class Staging:
     """``with Staging(out) as s:`` write into ``s.path``, then ``s.commit()``."""
 
-    def __init__(self, out: Path):
+    def __init__(self, out: Path) -> None:
         self.out = Path(out)
         self.path: Path | None = None
         self._base = check_writable(self.out)
 
-    def __enter__(self):
+    def __enter__(self) -> Staging:
         staging_parent = self.out if self.out.is_dir() else self._base
         self.path = Path(tempfile.mkdtemp(prefix=f".{self.out.name}.partial-",
                                           dir=staging_parent))
         return self
 
-    def commit(self, stale=()):
+    def commit(self) -> None:
         """Moves every staged file into the output folder, replacing the ones a run writes."""
+        if self.path is None:
+            raise RuntimeError("Staging.commit() outside its `with` block")
         self.out.mkdir(parents=True, exist_ok=True)
         for name in OWN_FILES:
             (self.out / name).unlink(missing_ok=True)
         for item in sorted(self.path.iterdir()):
             os.replace(item, self.out / item.name)
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> None:
         if self.path is not None:
             shutil.rmtree(self.path, ignore_errors=True)
-        return False

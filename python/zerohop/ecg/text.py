@@ -12,7 +12,7 @@ import shutil
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
-from typing import IO, Callable
+from typing import IO, Callable, cast
 
 from .errors import EcgInputError
 
@@ -40,15 +40,15 @@ def _opener(kind: str, where: str) -> Callable[[Path], IO[bytes]]:
     if kind == "gzip":
         import gzip
 
-        return lambda p: gzip.open(p, "rb")
+        return lambda p: cast(IO[bytes], gzip.open(p, "rb"))
     if kind == "bzip2":
         import bz2
 
-        return lambda p: bz2.open(p, "rb")
+        return lambda p: cast(IO[bytes], bz2.open(p, "rb"))
     if kind == "xz":
         import lzma
 
-        return lambda p: lzma.open(p, "rb")
+        return lambda p: cast(IO[bytes], lzma.open(p, "rb"))
     try:
         import zstandard
     except ImportError:

@@ -168,14 +168,13 @@ PREFERRED_LEADS = ("ii", "mlii", "lead ii", "ecg ii", "ii (mv)")
 
 
 def _default_lead(names):
-    for i, name in enumerate(names):
-        if name.strip().lower() in PREFERRED_LEADS:
-            return name
-    return None
+    return next((n for n in names if n.strip().lower() in PREFERRED_LEADS), None)
 
 
-def _read_csv_table(read_csv, path, delimiter, fill, on_gpu, where, say):
+def _read_csv_table(path, delimiter, fill, on_gpu, where, say):
     """The file as a zerohop Table; missing cells as NaN unless --fill is "error"."""
+    from . import read_csv
+
     options = {} if fill == "error" else {"empty": "nan", "nan": "allow"}
     try:
         if on_gpu and fill == "error":
@@ -234,7 +233,7 @@ def _time_rate(first, units, name):
 
 
 def _from_csv(config, say):
-    from . import csv_header, read_csv
+    from . import csv_header
     from .text import plain_text
 
     path = Path(config.csv)
@@ -249,7 +248,7 @@ def _from_csv(config, say):
             raise EcgInputError(f"{where}: the sampling rate is unknown (no time column); "
                                 f"pass --rate HZ")
         on_gpu = config.device == "cuda"
-        table = _read_csv_table(read_csv, text, header["delimiter"], config.fill, on_gpu,
+        table = _read_csv_table(text, header["delimiter"], config.fill, on_gpu,
                                 where, say)
     rate, notes = config.rate, []
     first = _head(table[names[0]], on_gpu)

@@ -94,7 +94,8 @@ stubtest: develop
 typecheck: develop
 	$(PY) -m mypy --config-file tests/typing/mypy.ini tests/typing/public_api.py
 	cd python && ../$(PY) -m mypy --config-file ../tests/typing/mypy.ini -m zerohop.memory -m zerohop._install -m zerohop.cuda \
-	  -m zerohop.tour -m zerohop.ecg.text -m zerohop.ecg.output -m zerohop.ecg.errors -m zerohop.ecg.adam
+	  -m zerohop.tour -m zerohop.ecg.text -m zerohop.ecg.output -m zerohop.ecg.errors -m zerohop.ecg.adam \
+	  -m zerohop.ecg.step
 	$(PY) tests/typing/public_api.py
 
 # The reference site (mkdocs.yml, docs/ -> site/), every MkDocs warning an error.

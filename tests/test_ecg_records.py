@@ -173,11 +173,47 @@ def test_torchrun_trains_one_model_over_ranks_each_with_its_own_records(folder, 
     assert run.returncode == 0, run.stderr[-3000:]
     assert run.stdout.count("report:") == 1, "only rank 0 writes the report"
     report = (out / "report.md").read_text()
-    assert "DistributedDataParallel over 2 ranks" in report
+    assert "data-parallel over 2 ranks" in report
+    assert "| epoch | training loss | held-out loss | seconds | steps (s) | held-out (s) |" \
+        in report and "\n| 2 | " in report
     assert "on each of 2 torchrun ranks" in report
     for name in ("mitdb100", "synthetic140", "synthetic55", "synthetic95"):
         assert f"| {name} | 360 |" in report
     assert "4/4 with the same pointer; bytes copied on the way: 0" in report
+
+
+RANKS_STAY_IN_STEP = """
+import os, torch, torch.distributed as dist
+from zerohop.ecg.vae import train
+dist.init_process_group("gloo")
+rank = dist.get_rank()
+# Each rank its own beats, a different number of them.
+beats = torch.randn(600 + 200 * rank, 64, generator=torch.Generator().manual_seed(rank))
+alone = train(beats, epochs=2, progress=False, threads=1)["model"]
+values = torch.cat([p.detach().reshape(-1) for p in alone.parameters()])
+gathered = [torch.empty_like(values) for _ in range(2)]
+dist.all_gather(gathered, values)
+assert torch.equal(gathered[0], gathered[1]), "the ranks' models differ"
+dist.barrier()
+dist.destroy_process_group()
+print("identical")
+"""
+
+
+@requires_torch
+def test_ranks_train_one_model_whose_parameters_stay_identical(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    script = tmp_path / "ranks.py"
+    script.write_text(RANKS_STAY_IN_STEP)
+    run = subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node",
+         "2", str(script)], capture_output=True, text=True, timeout=300,
+        env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert run.stdout.count("identical") == 2  # both ranks reached the check
 
 
 @requires_torch

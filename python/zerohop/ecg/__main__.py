@@ -100,8 +100,13 @@ def parser():
     p.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     p.add_argument("--epochs", type=_finite("--epochs", 1, 100_000, integer=True), default=30)
     p.add_argument("--batch-size", type=_finite("--batch-size", 1, 1 << 20, integer=True),
-                   default=1024, help="largest training batch (smaller for short recordings: "
-                   "a sixteenth of the training beats, at least 16)")
+                   help="largest training batch (default 1024 on the CPU; on a GPU 1024 to "
+                   "4096, keeping 64 steps an epoch; smaller for short recordings: a sixteenth "
+                   "of the training beats, at least 16); the learning rate grows with the "
+                   "square root of batches above 1024")
+    p.add_argument("--no-cuda-graph", action="store_true",
+                   help="with --device cuda: run each training step eagerly instead of "
+                   "replaying one captured CUDA graph (for comparison or troubleshooting)")
     p.add_argument("--threads", type=_finite("--threads", 1, 1024, integer=True),
                    help="CPU threads for training (default: the cores not busy with other "
                    "work, by the load average, never fewer than the physical cores, at most 8)")
@@ -171,7 +176,7 @@ def _main(argv=None):
                     synthetic_hours=args.synthetic, heart_rate=args.heart_rate,
                     ectopic=args.ectopic, method=args.method, device=args.device,
                     epochs=args.epochs, batch_size=args.batch_size, threads=args.threads,
-                    seed=args.seed,
+                    seed=args.seed, cuda_graph=not args.no_cuda_graph,
                     progress=_progress_mode(args),
                     plots=not args.no_plots)
     try:
@@ -205,7 +210,7 @@ def _config(args):
                   fill=args.fill,
                   method=args.method, device=args.device, epochs=args.epochs,
                   batch_size=args.batch_size, threads=args.threads, seed=args.seed,
-                  progress=_progress_mode(args),
+                  cuda_graph=not args.no_cuda_graph, progress=_progress_mode(args),
                   plots=not args.no_plots, records=args.records, workers=args.workers,
                   ray=args.ray, dask=args.dask, stop_on_error=args.stop_on_error,
                   record_timeout=args.record_timeout, verbose=args.verbose)

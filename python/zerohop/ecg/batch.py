@@ -199,8 +199,9 @@ def raise_descriptor_limit():
 
 def run_batch(config, say=print) -> BatchResult:
     """Runs the job over `config.records`; the output folder is written only if it succeeds.
-    Under `torchrun --nproc-per-node N` every rank takes every N-th record, trains one
-    DistributedDataParallel model on its own records' beats, and rank 0 writes the report."""
+    Under `torchrun --nproc-per-node N` every rank takes every N-th record and trains on its
+    own records' beats, the gradients averaged over ranks every step (one all-reduce of one
+    flat buffer), and rank 0 writes the report."""
     torch = sources.require_job(config)
     paths = find_records(config.records)
     raise_descriptor_limit()
@@ -216,7 +217,9 @@ def run_batch(config, say=print) -> BatchResult:
 
 
 def _run(config, torch, world, paths, say, total):
-    from .vae import convergence_note, embed, train
+    from .vae import convergence_note, embed, train, warm_up_in_background
+
+    warmed = warm_up_in_background(world.device)
 
     options = RecordOptions(method=config.method, column=config.column, rate=config.rate,
                             delimiter=config.delimiter, fill=config.fill)
@@ -245,10 +248,11 @@ def _run(config, torch, world, paths, say, total):
         every = sorted((r for s in shared for r in s["records"]), key=lambda r: r.index)
         _check_widths(every)
 
+        warmed()
         begun = time.perf_counter()
         trained = train(parts, epochs=config.epochs, batch_size=config.batch_size,
                         seed=config.seed, device=world.device, progress=config.progress,
-                        threads=config.threads)
+                        threads=config.threads, cuda_graph=config.cuda_graph)
         train_seconds = time.perf_counter() - begun
         mu, _, _, error = embed(trained["model"], parts, trained["scale"], world.device,
                                 center=trained["center"])
@@ -284,7 +288,11 @@ def _run(config, torch, world, paths, say, total):
                    "final_loss": trained["losses"][-1], "test_loss": trained["test_loss"],
                    "device": config.device, "threads": trained["threads"],
                    "ranks": world.size, "beats_trained": trained["beats_trained"],
-                   "steps": trained["steps"],
+                   "steps": trained["steps"], "lr": trained["lr"],
+                   "captured": trained["captured"], "why_eager": trained["why_eager"],
+                   "losses": trained["losses"], "held_out": trained["held_out"],
+                   "epoch_seconds": trained["epoch_seconds"],
+                   "epoch_split": trained["epoch_split"],
                    "converged": convergence_note(trained, config.epochs)})
         output.commit()
     return BatchResult(report=config.out / report.name,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .report import _bytes
+from .report import _bytes, _step_mode
 
 
 def _percent(x):
@@ -20,11 +20,13 @@ def write_batch_report(path, *, backend, records, failures, hand_offs, copied, p
         "",
         f"- {len(records)} of {total} recording(s) processed on {backend} in "
         f"{detect_seconds:.2f} s (read, detect, cut beat rows); {beats:,} beats in all",
-        f"- training: LightVAE, {train['epochs']} epoch(s), batch {train['batch_size']}, on "
-        f"{train['device']}" + (f" with {train['threads']} CPU thread(s)"
-                                if train["device"] == "cpu" else "")
-        + (f", DistributedDataParallel over {train['ranks']} ranks (each its own records' "
-           f"beats)" if train["ranks"] > 1 else "")
+        f"- training: LightVAE, {train['epochs']} epoch(s), batch {train['batch_size']}, "
+        f"learning rate {train['lr']:.3g}, on {train['device']}"
+        + (f" with {train['threads']} CPU thread(s)" if train["device"] == "cpu" else "")
+        + (f", data-parallel over {train['ranks']} ranks (each its own records' beats, "
+           f"gradients averaged every step, learning rate scaled with the square root of "
+           f"the ranks' combined batch)" if train["ranks"] > 1 else "")
+        + _step_mode(train)
         + f", {train_seconds:.2f} s ({train['beats_trained'] / max(train_seconds, 1e-9):,.0f} "
         f"beats/s, {train['steps']} steps); final loss {train['final_loss']:.5f}, held-out loss "
         f"{train['test_loss']:.5f} (mean squared error of normalised beats + 0.1 × KL); "
@@ -58,6 +60,15 @@ def write_batch_report(path, *, backend, records, failures, hand_offs, copied, p
               "units of the beats' variance):", "",
               "| record | time (s) | error |", "|---|---:|---:|"]
     lines += [f"| {o['record']} | {o['time']:.2f} | {o['error']:.4f} |" for o in outliers]
+    lines += ["", "## Training", "", "Per epoch, over every rank's beats: the losses, the "
+              "seconds since training began, and this epoch's seconds in the training steps "
+              "and in measuring the held-out loss.", "",
+              "| epoch | training loss | held-out loss | seconds | steps (s) | held-out (s) |",
+              "|---:|---:|---:|---:|---:|---:|"]
+    lines += [f"| {k} | {a:.5f} | {b:.5f} | {t:.2f} | {s:.3f} | {h:.3f} |"
+              for k, (a, b, t, (s, h)) in enumerate(zip(
+                  train["losses"], train["held_out"], train["epoch_seconds"],
+                  train["epoch_split"]), 1)]
     if plots:
         lines += ["", "## Figures", ""] + [f"![{name}]({p.name})" for name, p in plots.items()]
     lines += ["", f"Memory of the rows: {_bytes(sum(h['bytes'] for h in hand_offs))}.", ""]

@@ -40,8 +40,12 @@ class Config:
     method: str = "adaptive"
     device: str = "cpu"
     epochs: int = 30
-    batch_size: int = 1024
+    #: The largest training batch; None: vae.default_batch (1024 on the CPU, up to 4096 on a
+    #: GPU).
+    batch_size: int | None = None
     threads: int | None = None
+    #: On a GPU, each training step replays one captured CUDA graph (False: eager steps).
+    cuda_graph: bool = True
     seed: int = 42
     progress: bool | str = True  # a bar; "lines": a line every few seconds; False: none
     plots: bool = True
@@ -156,9 +160,10 @@ def run(config: Config, say=print) -> Result:
     """Runs the job; raises EcgInputError (a ValueError) for anything about the input, before
     writing anything, and leaves `config.out` untouched unless the whole job succeeds."""
     torch = sources.require_job(config)
-    from .vae import convergence_note, embed, train
+    from .vae import convergence_note, embed, train, warm_up_in_background
 
     staging = Staging(config.out)
+    warmed = warm_up_in_background(config.device)
     with staging:
         started = time.perf_counter()
         data = sources.load(config, say)
@@ -220,10 +225,11 @@ def run(config: Config, say=print) -> Result:
         x = hand_off("zerohop beats → torch.from_dlpack", beats, torch.from_dlpack(beats))
         stage("beats → PyTorch (DLPack)", begun)
 
+        warmed()
         begun = time.perf_counter()
         trained = train(x, epochs=config.epochs, batch_size=config.batch_size,
                         seed=config.seed, device=config.device, progress=config.progress,
-                        threads=config.threads)
+                        threads=config.threads, cuda_graph=config.cuda_graph)
         stage("train LightVAE (PyTorch)", begun)
         mu, logvar, recon, error = embed(trained["model"], x, trained["scale"], config.device,
                                          center=trained["center"])
@@ -287,6 +293,7 @@ def run(config: Config, say=print) -> Result:
             method=config.method, stages=stages, counts=counts, accuracy=accuracy,
             outliers=outliers, plots=plots, hand_offs=hand_offs, units=data.units,
             train={"epochs": config.epochs, "batch_size": trained["batch_size"],
+                   "captured": trained["captured"], "why_eager": trained["why_eager"],
                    "final_loss": trained["losses"][-1], "test_loss": trained["test_loss"],
                    "device": config.device, "threads": trained["threads"],
                    "batch_asked": config.batch_size, "few": few,

@@ -21,8 +21,16 @@ def _bytes(n):
         n /= 1024
 
 
+def _step_mode(train):
+    """How a GPU ran the training steps (nothing to say on the CPU)."""
+    if train["device"] == "cpu" or "captured" not in train:
+        return ""
+    return (", each step one CUDA graph replay" if train["captured"]
+            else f", eager steps: {train['why_eager']}")
+
+
 def _batch_note(train):
-    if train["batch_size"] >= train["batch_asked"]:
+    if train["batch_asked"] is None or train["batch_size"] >= train["batch_asked"]:
         return ""
     return (f" (asked {train['batch_asked']}: a batch is at most a sixteenth of the training "
             f"beats, at least 16, so a short recording still gets 16 optimiser steps an epoch)")
@@ -85,7 +93,8 @@ def write_report(path, *, source, params, method, stages, counts, accuracy, outl
         f"recording's ends for a full window",
         f"- LightVAE: batch {train['batch_size']}{_batch_note(train)}, final training loss "
         f"{train['final_loss']:.5f}, held-out loss {train['test_loss']:.5f} "
-        f"({train['device']}, {train['threads']} CPU thread(s)); {train['converged']}",
+        f"({train['device']}, {train['threads']} CPU thread(s){_step_mode(train)}); "
+        f"{train['converged']}",
     ]
     if train.get("few"):
         lines.append(f"- **warning**: {train['few']}")

@@ -11,7 +11,7 @@ import torch
 from torch import nn
 import torch.nn.functional as F
 
-from .adam import Adam
+from .step import TrainingStep
 
 
 class Swish(nn.Module):
@@ -61,7 +61,7 @@ class LightVAE(nn.Module):
     def decode(self, z):
         x = self.project(z).view(-1, 8, self.width // 8)
         for i, conv in enumerate(self.dec):
-            x = conv(F.interpolate(x, scale_factor=2, mode="nearest"))
+            x = conv(double_length(x))
             if i < 2:
                 x = self.swish(x)
         return x
@@ -70,6 +70,14 @@ class LightVAE(nn.Module):
         mu, logvar = self.encode(x)
         z = mu + torch.randn_like(mu) * torch.exp(0.5 * logvar)
         return self.decode(z), mu, logvar
+
+
+def double_length(x):
+    """Every sample repeated once along the last axis: nearest-neighbour upsampling by 2, the
+    values and gradients of `F.interpolate(x, scale_factor=2, mode="nearest")` bit for bit.
+    On an H100 F.interpolate's 1-d kernels took 69 % of a training step's GPU time
+    (bench/ecg_step.py); this is a broadcast and, backwards, a sum of pairs."""
+    return x.unsqueeze(-1).expand(*x.shape, 2).reshape(*x.shape[:-1], 2 * x.shape[-1])
 
 
 def vae_loss(recon, x, mu, logvar):
@@ -134,29 +142,76 @@ def physical_cores(cpus):
     return len(cores) or len(cpus)
 
 
-def train(beats, *, epochs=30, batch_size=1024, lr=1e-3, seed=42, device="cpu",
-          progress=True, threads=None):
+def train(beats, *, epochs=30, batch_size=None, lr=1e-3, seed=42, device="cpu",
+          progress=True, threads=None, cuda_graph=True):
     """Trains on 75 % of `beats` (n, width) and tests on the rest. Beats are normalised by one
     global shift and scale (their mean and standard deviation), so the model, its losses and
     the outlier scores are the same whatever the input's units (mV or ADC counts) and the KL
     term does not collapse the latent.
-    The batch shrinks to a sixteenth of the training set when that is smaller, so a short
-    recording still gets enough optimiser steps.
+    The batch (default: `default_batch`) shrinks to a sixteenth of the training
+    set when that is smaller, so a short recording still gets enough optimiser steps; above
+    LR_BATCH beats the learning rate grows with the batch's square root. Under torchrun the
+    ranks share the batch out.
 
     Training stops early once the held-out loss has not improved for PATIENCE epochs.
+    On a GPU each full batch's step replays one CUDA graph (see `step.TrainingStep`) unless
+    `cuda_graph` is False.
 
     Returns a dict: model, center, scale, train_idx, test_idx, losses and held_out (per
-    epoch run), test_loss (the last held-out loss), epochs_run, best_epoch, stopped_early,
-    batch_size (the one used), threads (CPU threads used, see `training_threads`)."""
+    epoch run), epoch_seconds (since training began, at the end of each epoch), epoch_split
+    (per epoch: seconds in the steps, seconds measuring the held-out loss), test_loss
+    (the last held-out loss), epochs_run, best_epoch, stopped_early, batch_size and lr (the
+    ones used), steps, beats_trained, captured (whether steps replayed a CUDA graph) and
+    why_eager (why not, or None), threads (CPU threads used, see `training_threads`)."""
     threads = training_threads(threads)
     before = torch.get_num_threads()
     torch.set_num_threads(threads)
     try:
-        result = _train(beats, epochs, batch_size, lr, seed, device, progress)
+        result = _train(beats, epochs, batch_size, lr, seed, device, progress, cuda_graph)
     finally:
         torch.set_num_threads(before)
     result["threads"] = threads
     return result
+
+
+def warm_up(device, width=256, rows=64):
+    """One forward and backward pass of a LightVAE over zeros on `device`, so that the GPU's
+    first-use costs (cuDNN's and cuBLAS's handles, loading kernels, choosing convolution
+    algorithms: about 0.4 s on an H100) are paid before training rather than in its first
+    epoch. The model is built on the meta device and zeroed, so no random number is drawn
+    and no result changes."""
+    with torch.device("meta"):
+        model = LightVAE(width)
+    model = model.to_empty(device=device)
+    with torch.no_grad():
+        for t in [*model.parameters(), *model.buffers()]:
+            t.zero_()
+    x = torch.zeros(rows, 1, width, device=device)
+    mu, logvar = model.encode(x)
+    loss = ((model.decode(mu) - x) ** 2).mean(dim=(1, 2)).sum() + logvar.exp().sum()
+    loss.backward()
+    if torch.device(device).type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def warm_up_in_background(device):
+    """`warm_up(device)` in a thread, for while the records are read; returns the function
+    that waits for it (it never raises: warming up only saves time). Nothing on the CPU."""
+    import threading
+
+    if torch.device(device).type != "cuda":
+        return lambda: None
+    thread = threading.Thread(target=_quietly, args=(warm_up, device), daemon=True,
+                              name="zerohop-ecg-warm-up")
+    thread.start()
+    return thread.join
+
+
+def _quietly(fn, *args):
+    try:
+        fn(*args)
+    except Exception:  # noqa: BLE001 - a failure here shows again, clearly, in training
+        pass
 
 
 def _parts(beats):
@@ -230,7 +285,8 @@ def _normalise(parts, device):
     return normalised, center, scale
 
 
-def _train(beats, epochs, batch_size, lr, seed, device, progress):
+def _train(beats, epochs, batch_size, lr, seed, device, progress, capture):
+    started = time.perf_counter()
     torch.manual_seed(seed)
     generator = torch.Generator().manual_seed(seed)
     parts, width = _parts(beats)
@@ -238,19 +294,39 @@ def _train(beats, epochs, batch_size, lr, seed, device, progress):
     order = torch.randperm(n, generator=generator)
     split = max(1, int(0.75 * n))
     train_idx, test_idx = order[:split], order[split:]
-    batch_size = max(1, min(batch_size, max(16, split // 16)))
-    model = LightVAE(width).to(device)
     dist = _distributed()
-    # Under torchrun every rank trains on its own records' beats: DistributedDataParallel
-    # averages the gradients, and every rank takes the same number of steps (the fewest any
-    # rank has), since a rank that stopped early would leave the others waiting.
-    trained = model if dist is None else torch.nn.parallel.DistributedDataParallel(
-        model, device_ids=[torch.device(device).index] if str(device).startswith("cuda")
-        else None)
-    optimiser = Adam(model.parameters(), lr=lr)
+    ranks = dist.get_world_size() if dist is not None else 1
+    # Under torchrun every rank trains on its own records' beats, and the ranks share out the
+    # batch one process would use for all of them (the gradients are averaged over ranks), so
+    # N ranks take the steps one process would, each on a Nth of the work: the same training,
+    # sooner. Every rank takes the same number of steps (the fewest any rank has), since a
+    # rank that stopped early would leave the others waiting.
+    (everywhere,) = _all_reduce([split], device)
+    (smallest,) = _all_reduce([split], device, op="min")
+    batch_size = batch_size or default_batch(device, int(everywhere))
+    combined = max(1, min(batch_size, int(everywhere), max(16, int(everywhere) // 16)))
+    batch_size = max(1, min(-(-combined // ranks), int(smallest)))
+    lr = lr * math.sqrt(max(1.0, combined / LR_BATCH))
+    model = LightVAE(width).to(device)
     # Everything a step touches lives on the training device: the normalised beats (made once),
     # the indices, and the running loss, read once an epoch, so a step never waits for the host.
     normalised, center, scale = _normalise(parts, device)
+    def loss(x):
+        recon, mu, logvar = model(x)
+        return vae_loss(recon, x, mu, logvar)
+
+    # NCCL's all-reduce can be captured in a CUDA graph; gloo's (ranks sharing one GPU)
+    # goes through the host and cannot.
+    capturable = dist is None or dist.get_backend() == "nccl"
+    step = TrainingStep(model, normalised, loss, batch_size, lr, reduce=_averager(dist, ranks),
+                        capture=capture and capturable)
+    if capture and not capturable and torch.device(device).type == "cuda":
+        step.why_eager = "gloo's all-reduce cannot be captured in a CUDA graph"
+    if dist is not None:  # every rank starts from rank 0's parameters
+        dist.broadcast(step.flat.values, 0)
+        # and draws its own reparameterisation noise: one stream on every rank would give
+        # each rank's rows the same noise, less than one process's batch gets.
+        torch.manual_seed(seed + dist.get_rank())
     (steps,) = _all_reduce([math.ceil(split / batch_size)], device, op="min")
     train_on_device = train_idx.to(device)
     # Each epoch's shuffle is drawn where the indices live (the CPU generator on the CPU, so
@@ -258,27 +334,23 @@ def _train(beats, epochs, batch_size, lr, seed, device, progress):
     shuffler = generator if torch.device(device).type == "cpu" else \
         torch.Generator(device=device).manual_seed(seed)
     test_on_device = test_idx.to(device)
-    losses, held_out, best = [], [], 0
-    started = time.perf_counter()
+    losses, held_out, seconds, split_seconds, best, seen = [], [], [], [], 0, 0
     shown = {}
     for epoch in range(epochs):
-        trained.train()
-        total = torch.zeros((), device=device)
-        seen = 0
+        model.train()
+        step.total.zero_()
+        before, begun = seen, time.perf_counter()
         order = train_on_device[torch.randperm(split, generator=shuffler, device=device)]
         for batch in order.split(batch_size)[:int(steps)]:
-            x = normalised.index_select(0, batch).unsqueeze(1)
-            recon, mu, logvar = trained(x)
-            loss = vae_loss(recon, x, mu, logvar)
-            optimiser.zero_grad()
-            loss.backward()
-            optimiser.step()
-            total += loss.detach()
+            step(batch)
             seen += len(batch)
-        summed, count = _all_reduce([float(total), seen], device)
+        summed, count = _all_reduce([float(step.total), seen - before], device)
         losses.append(summed / count)
+        stepped = time.perf_counter()
         # Every rank sees the same reduced held-out loss, so all stop at the same epoch.
         held_out.append(_held_out_loss(model, normalised, test_on_device, device))
+        seconds.append(time.perf_counter() - started)
+        split_seconds.append((stepped - begun, time.perf_counter() - stepped))
         if held_out[-1] < held_out[best] * (1 - MIN_IMPROVEMENT):
             best = epoch
         stop = epoch - best >= PATIENCE
@@ -290,11 +362,38 @@ def _train(beats, epochs, batch_size, lr, seed, device, progress):
     ran = len(losses)
     return {"model": model, "center": center, "scale": scale, "train_idx": train_idx,
             "test_idx": test_idx, "losses": losses, "held_out": held_out,
-            "test_loss": held_out[-1] if held_out else math.nan, "batch_size": batch_size,
-            "epochs_run": ran, "best_epoch": best + 1, "stopped_early": ran < epochs,
-            "steps": int(steps) * ran, "beats_trained": int(_all_reduce(
-                [min(split, int(steps) * batch_size)], device)[0]) * ran}
+            "epoch_seconds": seconds, "epoch_split": split_seconds, "test_loss": held_out[-1] if held_out else math.nan,
+            "batch_size": batch_size, "lr": lr, "epochs_run": ran, "best_epoch": best + 1,
+            "stopped_early": ran < epochs, "steps": int(steps) * ran,
+            "captured": step.captured, "why_eager": step.why_eager,
+            "beats_trained": int(_all_reduce([seen], device)[0])}
 
+
+def _averager(dist, ranks):
+    """The gradients' mean over ranks, in place; None with one rank."""
+    if dist is None:
+        return None
+
+    def average(grads):
+        dist.all_reduce(grads)
+        grads.div_(ranks)
+
+    return average
+
+
+def default_batch(device, training_beats):
+    """The largest batch when none is asked for: 1024 on the CPU. On a GPU a step's time
+    grows with its batch only above about 1,000 beats (bench/ecg_step.py), so a larger
+    batch makes an epoch cheaper there and leaves each of several GPUs work enough to
+    share: up to 4096, while an epoch keeps at least 64 steps."""
+    if torch.device(device).type == "cpu":
+        return 1024
+    return max(1024, min(4096, training_beats // 64))
+
+
+#: The learning rate given is for batches up to LR_BATCH beats; Adam's grows with the square
+#: root of a larger batch (the noise of the gradient falls with it).
+LR_BATCH = 1024
 
 #: Training stops once the held-out loss has not improved by MIN_IMPROVEMENT (relative) for
 #: PATIENCE epochs: it has converged, and more epochs would only fit the training beats.
@@ -316,14 +415,15 @@ def convergence_note(trained, epochs):
 
 @torch.no_grad()
 def _held_out_loss(model, normalised, indices, device, chunk=8192):
-    """The loss per beat over the held-out beats (every rank's), in chunks."""
+    """The loss per beat over the held-out beats (every rank's), in chunks summed on the
+    device and read once."""
     model.eval()
-    total = 0.0
+    total = torch.zeros((), dtype=torch.float64, device=normalised.device)
     for idx in indices.split(chunk):
         x = normalised.index_select(0, idx).unsqueeze(1)
         recon, mu, logvar = model(x)
-        total += float(vae_loss(recon, x, mu, logvar))
-    summed, count = _all_reduce([total, len(indices)], device)
+        total += vae_loss(recon, x, mu, logvar)
+    summed, count = _all_reduce([float(total), len(indices)], device)
     return summed / count if count else math.nan
 
 

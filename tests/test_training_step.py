@@ -1,0 +1,123 @@
+"""The job's training step over flat parameter buffers (zerohop.ecg.step): the same training
+as a plain autograd loop, gradients that stay in the flat buffer, and the eager path taken
+where there is no GPU or a batch is short. tests/gpu/test_ecg_training_graph.py checks the
+captured CUDA graph."""
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from zerohop.ecg import step as training  # noqa: E402
+from zerohop.ecg.step import ALIGN, FlatParameters, TrainingStep  # noqa: E402
+from zerohop.ecg.vae import LightVAE, vae_loss  # noqa: E402
+
+
+def _loss_of(model):
+    def loss(x):
+        recon, mu, logvar = model(x)
+        return vae_loss(recon, x, mu, logvar)
+    return loss
+
+
+def test_parameters_and_gradients_are_views_of_the_flat_buffers():
+    model = LightVAE(64)
+    before = {name: p.detach().clone() for name, p in model.named_parameters()}
+    flat = FlatParameters(model)
+    for name, p in model.named_parameters():
+        assert torch.equal(p, before[name]), name  # the values moved, unchanged
+        offset = (p.data_ptr() - flat.values.data_ptr()) // 4
+        assert offset % ALIGN == 0, name
+        assert p.grad.data_ptr() - flat.grads.data_ptr() == offset * 4, name
+    x = torch.randn(8, 1, 64)
+    _loss_of(model)(x).backward()
+    # backward added into the buffer in place rather than replacing the gradients
+    assert flat.views_intact()
+    assert flat.grads.abs().sum() > 0
+    assert float(flat.grads.abs().sum()) == pytest.approx(
+        sum(float(p.grad.abs().sum()) for p in model.parameters()))
+
+
+def test_a_step_trains_as_a_plain_loop_does():
+    torch.manual_seed(1)
+    data = torch.randn(96, 64)
+    ours, theirs = LightVAE(64), LightVAE(64)
+    theirs.load_state_dict(ours.state_dict())
+    step = TrainingStep(ours, data, _loss_of(ours), batch_size=32, lr=1e-3)
+    reference = torch.optim.Adam(theirs.parameters(), lr=1e-3)
+    expected = 0.0
+    for i, batch in enumerate(torch.arange(96).split(32) * 3):
+        torch.manual_seed(i)
+        step(batch)
+        torch.manual_seed(i)
+        reference.zero_grad()
+        loss = _loss_of(theirs)(data[batch].unsqueeze(1))
+        loss.backward()
+        reference.step()
+        expected += float(loss.detach())
+    assert float(step.total) == pytest.approx(expected, rel=1e-5)
+    for (name, a), b in zip(ours.named_parameters(), theirs.parameters()):
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-6, msg=name)
+
+
+def test_gradients_go_through_the_reducer_before_the_update():
+    model = LightVAE(64)
+    seen = []
+
+    def halve(grads):
+        seen.append(grads.data_ptr())
+        grads.mul_(0.0)  # a reducer that zeroes the gradients: Adam then moves nothing
+
+    step = TrainingStep(model, torch.randn(16, 64), _loss_of(model), 16, 1e-2, reduce=halve)
+    before = step.flat.values.clone()
+    step(torch.arange(16))
+    assert seen == [step.flat.grads.data_ptr()]
+    assert torch.equal(step.flat.values, before)
+
+
+def test_without_a_gpu_nothing_is_captured_and_the_reason_is_kept():
+    model = LightVAE(64)
+    step = TrainingStep(model, torch.randn(64, 64), _loss_of(model), 16, 1e-3)
+    for batch in torch.arange(64).split(16) * (training.WARMUP_STEPS + 2):
+        step(batch)
+    assert not step.captured and step.why_eager == "not on a GPU"
+    off = TrainingStep(model, torch.randn(64, 64), _loss_of(model), 16, 1e-3, capture=False)
+    assert off.why_eager == "asked"
+
+
+def test_mixed_dtypes_are_refused():
+    model = torch.nn.Sequential(torch.nn.Linear(2, 2), torch.nn.Linear(2, 2).double())
+    with pytest.raises(ValueError, match="mixed dtypes"):
+        FlatParameters(model)
+
+
+def test_warming_up_draws_no_random_numbers():
+    from zerohop.ecg.vae import warm_up, warm_up_in_background
+
+    state = torch.random.get_rng_state()
+    warm_up("cpu", width=64, rows=4)
+    assert torch.equal(state, torch.random.get_rng_state())
+    warm_up_in_background("cpu")()  # nothing to warm on the CPU: returns at once
+
+
+def test_doubling_the_length_is_nearest_upsampling_bit_for_bit():
+    import torch.nn.functional as F
+
+    from zerohop.ecg.vae import double_length
+
+    x = torch.randn(5, 3, 17, requires_grad=True)
+    y = x.detach().clone().requires_grad_(True)
+    ours, theirs = double_length(x), F.interpolate(y, scale_factor=2, mode="nearest")
+    assert ours.shape == (5, 3, 34) and torch.equal(ours, theirs)
+    weights = torch.randn(5, 3, 34)
+    (ours * weights).sum().backward()
+    (theirs * weights).sum().backward()
+    assert torch.equal(x.grad, y.grad)
+
+
+def test_the_default_batch_grows_on_a_gpu_while_epochs_keep_64_steps():
+    from zerohop.ecg.vae import default_batch
+
+    assert default_batch("cpu", 10**6) == 1024
+    assert default_batch("cuda", 10**6) == 4096
+    assert default_batch("cuda", 64 * 2000) == 2000
+    assert default_batch("cuda:1", 5000) == 1024  # a sixteenth of them, in train()

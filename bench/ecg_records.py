@@ -5,17 +5,14 @@ cores for zerohop's parallel stages); the rows come back in shared memory (bytes
 Workers are started before the clock runs (their start is shown beside); the goal is ≥ 12×
 from 1 to 16 workers on a 16-core machine.
 
-With --ddp it also runs the whole job under torchrun with 1 and with 2 ranks and compares
-training throughput (beats per second; goal ≥ 1.8× with 2 GPUs).
+Training over torchrun ranks has its own bench: bench/ecg_ddp.py.
 
-    python bench/ecg_records.py [--records 128] [--max-workers 16] [--ddp] [--out FILE]
+    python bench/ecg_records.py [--records 128] [--max-workers 16] [--out FILE]
 """
 
 import argparse
 import os
 import platform
-import re
-import subprocess
 import sys
 import tempfile
 import time
@@ -67,26 +64,11 @@ def scale(folder, workers_list, threads=None):
     return rows
 
 
-def ddp(folder, ranks, device, epochs):
-    out = Path(tempfile.mkdtemp()) / "out"
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node",
-           str(ranks), "-m", "zerohop.ecg", "--records", str(folder), "--device", device,
-           "--epochs", str(epochs), "--no-plots", "--no-progress", "--out", str(out)]
-    run = subprocess.run(cmd, capture_output=True, text=True)
-    if run.returncode != 0:
-        raise SystemExit(f"torchrun {ranks} failed:\n{run.stderr[-3000:]}")
-    report = (out / "report.md").read_text()
-    seconds, per_second = re.search(r", ([\d.]+) s \(([\d,]+) beats/s", report).groups()
-    return float(seconds), float(per_second.replace(",", ""))
-
-
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--records", type=int, default=128)
     p.add_argument("--minutes", type=float, default=30.0)
     p.add_argument("--max-workers", type=int, default=len(os.sched_getaffinity(0)))
-    p.add_argument("--ddp", action="store_true")
-    p.add_argument("--epochs", type=int, default=3)
     p.add_argument("--out")
     args = p.parse_args()
     cores = len(os.sched_getaffinity(0))
@@ -113,23 +95,6 @@ def main():
             lines.append(f"| {workers} | {seconds:.3f} | {rate:.1f} | {one / seconds:.1f}× | "
                          f"{s1:.3f} | {r1:.1f} | {one_single / s1:.1f}× | {started:.2f} | "
                          f"{beats:,} |")
-        if args.ddp:
-            import torch
-
-            device = "cuda" if torch.cuda.is_available() else "cpu"
-            gpus = torch.cuda.device_count() if device == "cuda" else 0
-            lines += ["", f"DistributedDataParallel training under torchrun ({device}, {gpus} "
-                      f"GPU(s) visible; {args.epochs} epochs):", "",
-                      "| ranks | training seconds | beats/s | vs 1 rank |", "|---:|---:|---:|---:|"]
-            base = None
-            for ranks in (1, 2):
-                seconds, per_second = ddp(folder, ranks, device, args.epochs)
-                base = base or per_second
-                lines.append(f"| {ranks} | {seconds:.2f} | {per_second:,.0f} | "
-                             f"{per_second / base:.2f}× |")
-            if device == "cuda" and gpus < 2:
-                lines += ["", "Both ranks share one GPU here (gloo): this checks the DDP path, "
-                          "not the 2-GPU goal."]
         emit(lines, args.out)
 
 

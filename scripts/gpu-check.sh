@@ -31,6 +31,16 @@ rm -rf /tmp/zerohop-run && mkdir -p /tmp/zerohop-run && cp -r tests docs README.
 cp -r --parents scripts/check-layers.py scripts/valgrind-verdict.py crates/zerohop-python/src fuzz/seeds/csv_reader /tmp/zerohop-run/
 T=/tmp/zerohop-run/tests
 status=0
+# Two GPUs are lent only at times: their bench runs first (ONLY=ddp: nothing else).
+gpus=$($PY -c 'import torch; print(torch.cuda.device_count())')
+if [ "$gpus" -ge 2 ] || [ "${ONLY:-}" = ddp ]; then
+  $PY -m pytest -q -rs -p no:cacheprovider $T/gpu/test_ecg_training_graph.py 2>&1 | tail -15 \
+    | tee "$OUT/pytest-ddp.log"
+  grep -qE "^(FAILED|ERROR)| failed" "$OUT/pytest-ddp.log" && status=1
+  $PY bench/ecg_step.py --out "$OUT/ecg_step.md" 2>&1 | tail -12 | tee "$OUT/step.log" || status=1
+  $PY bench/ecg_ddp.py --batches ${DDP_BATCHES:-0,1024} ${DDP_EAGER:+--eager} --out "$OUT/ecg_ddp.md" 2>&1 | tail -30 | tee "$OUT/ddp.log" || status=1
+  [ "${ONLY:-}" = ddp ] && exit $status
+fi
 $PY -m pytest -q -rs -s -p no:cacheprovider $T/gpu 2>&1 | tee "$OUT/pytest-gpu.log" || status=1
 grep -E "^(FAILED|ERROR)" "$OUT/pytest-gpu.log" || true
 # The C ABI from C++ on the GPU: the table in device memory from a zerohop pool, the
@@ -60,9 +70,8 @@ $PY bench/ecg_pipeline_gpu.py --out "$OUT/ecg_pipeline_gpu.md" 2>&1 | tail -25 |
 # Hand-offs to another process: CUDA IPC against torch.multiprocessing, and host memory.
 $PY bench/ipc.py --cuda --out "$OUT/ipc_cuda.md" 2>&1 | tail -20 | tee "$OUT/ipc.log" || status=1
 $PY bench/ipc.py --out "$OUT/ipc_host.md" 2>&1 | tail -20 | tee -a "$OUT/ipc.log" || status=1
-# Many recordings over local workers (1 to 16) and DDP training with 1 and 2 ranks
-# (SKIP_RECORDS=1 leaves this long bench out).
-[ "${SKIP_RECORDS:-0}" = 1 ] || $PY bench/ecg_records.py --ddp --out "$OUT/ecg_records.md" 2>&1 | tail -25 | tee "$OUT/records.log" || status=1
+# Many recordings over local workers (1 to 16) (SKIP_RECORDS=1 leaves this long bench out).
+[ "${SKIP_RECORDS:-0}" = 1 ] || $PY bench/ecg_records.py --out "$OUT/ecg_records.md" 2>&1 | tail -25 | tee "$OUT/records.log" || status=1
 # The flagship job on the GPU (plots only where matplotlib is installed).
 plots=$($PY -c 'import matplotlib' 2>/dev/null && echo "" || echo "--no-plots")
 $PY -m zerohop.ecg --device cuda --out "$OUT/ecg-gpu" $plots 2>&1 | tail -20 | tee "$OUT/ecg-gpu.log" || status=1

@@ -1,0 +1,113 @@
+"""Where a training step of the flagship's VAE spends its time: ms per step against the batch
+size, eager and replayed from a CUDA graph, on one device, side by side in one run. A step
+whose time grows with the batch is bound by the GPU's work; one whose time does not, by
+launching kernels (or, for a graph, by the kernels' fixed cost).
+
+    python bench/ecg_step.py [--width 256] [--out FILE]
+"""
+
+import argparse
+import platform
+import time
+from datetime import date
+
+import torch
+
+from benchlib import emit
+from zerohop.ecg.step import TrainingStep
+from zerohop.ecg.vae import LightVAE, vae_loss
+
+BATCHES = (64, 128, 256, 512, 1024, 2048, 4096)
+
+
+def ms_per_step(device, width, batch, capture, steps=60):
+    torch.manual_seed(0)
+    data = torch.randn(max(4 * batch, 8192), width, device=device)
+    model = LightVAE(width).to(device)
+
+    def loss(x):
+        recon, mu, logvar = model(x)
+        return vae_loss(recon, x, mu, logvar)
+
+    step = TrainingStep(model, data, loss, batch, 1e-3, capture=capture)
+    batches = torch.randint(0, len(data), (steps + 10, batch), device=device)
+    for b in batches[:10]:  # warm-up and capture
+        step(b)
+    sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
+    sync()
+    begun = time.perf_counter()
+    for b in batches[10:]:
+        step(b)
+    sync()
+    return (time.perf_counter() - begun) / steps * 1e3, step.captured
+
+
+def kernel_profile(width, batch, steps=10, top=12):
+    """The GPU's time per step by operator (eager steps: a graph replays the same kernels)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    torch.manual_seed(0)
+    data = torch.randn(2 * batch, width, device="cuda")
+    model = LightVAE(width).cuda()
+
+    def loss(x):
+        recon, mu, logvar = model(x)
+        return vae_loss(recon, x, mu, logvar)
+
+    step = TrainingStep(model, data, loss, batch, 1e-3, capture=False)
+    batches = torch.randint(0, len(data), (steps + 3, batch), device="cuda")
+    for b in batches[:3]:
+        step(b)
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for b in batches[3:]:
+            step(b)
+        torch.cuda.synchronize()
+
+    def device_us(e):
+        return getattr(e, "self_device_time_total", None) or getattr(e, "self_cuda_time_total", 0)
+
+    events = sorted(prof.key_averages(), key=device_us, reverse=True)
+    total = sum(device_us(e) for e in events)
+    lines = ["", f"GPU time per eager step at batch {batch}, by operator (self time; "
+             f"{total / steps / 1e3:.3f} ms in all):", "",
+             "| operator | calls per step | µs per step | share |", "|---|---:|---:|---:|"]
+    for e in events[:top]:
+        if device_us(e) <= 0:
+            break
+        lines.append(f"| `{e.key[:60]}` | {e.count / steps:.0f} | {device_us(e) / steps:.1f} | "
+                     f"{device_us(e) / total * 100:.1f} % |")
+    return lines
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--width", type=int, default=256)
+    p.add_argument("--cudnn-benchmark", action="store_true",
+                   help="let cuDNN time its algorithms for each shape and keep the fastest")
+    p.add_argument("--out")
+    args = p.parse_args()
+    torch.backends.cudnn.benchmark = args.cudnn_benchmark
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    name = torch.cuda.get_device_name(0) if device == "cuda" else platform.processor()
+    lines = [f"# A training step of the flagship's VAE against its batch ({date.today()})", "",
+             f"{platform.node()}: {device} ({name}), torch {torch.__version__}; beats of "
+             f"{args.width} samples; mean over 60 steps after 10; cuDNN "
+             f"{'benchmark mode (fastest algorithm per shape, timed)' if args.cudnn_benchmark else 'heuristics (the default)'}.", "",
+             "| batch | eager ms/step | graph ms/step | graph µs per beat | eager / graph |",
+             "|---:|---:|---:|---:|---:|"]
+    for batch in BATCHES:
+        eager, _ = ms_per_step(device, args.width, batch, False)
+        graph, captured = ms_per_step(device, args.width, batch, True)
+        if not captured:
+            lines.append(f"| {batch} | {eager:.3f} | – | – | – |")
+            continue
+        lines.append(f"| {batch} | {eager:.3f} | {graph:.3f} | {graph / batch * 1e3:.2f} | "
+                     f"{eager / graph:.2f}× |")
+    if device == "cuda":
+        lines += kernel_profile(args.width, 4096)
+    emit(lines, args.out)
+
+
+if __name__ == "__main__":
+    main()

@@ -41,17 +41,26 @@ def write_batch_report(path, *, backend, records, failures, hand_offs, copied, p
                   f"{_percent(pooled['sensitivity'])}, positive predictivity "
                   f"{_percent(pooled['ppv'])}, F1 {_percent(pooled['f1'])} "
                   f"(TP {pooled['tp']:,}, FP {pooled['fp']:,}, FN {pooled['fn']:,}).", ""]
+    nodes = sorted({r.node for r in records if r.node is not None})
+    if nodes:
+        moved = sum(r.transferred for r in records)
+        lines += [f"Ray: {len(nodes)} node(s) made rows; Ray moved {moved:,} bytes between "
+                  f"nodes to bring rows made elsewhere to the job's node (per record below: "
+                  f"\"between nodes\"; rows made on the job's node moved 0).", ""]
     lines += ["## Records", "",
               "| record | rate (Hz) | duration (min) | beats | median bpm | sensitivity | +P | "
-              "rows lived in | bytes copied | seconds | worker |",
-              "|---|---:|---:|---:|---:|---:|---:|---|---:|---:|---|"]
+              "rows lived in | bytes copied | " + ("between nodes | " if nodes else "")
+              + "seconds | worker |",
+              "|---|---:|---:|---:|---:|---:|---:|---|---:|" + ("---:|" if nodes else "")
+              + "---:|---|"]
     for r, h in zip(records, hand_offs):
         a = r.accuracy
         score = (f"{_percent(a['sensitivity'])} | {_percent(a['ppv'])}" if a and a["scored"]
                  else "not scored (too short) | –" if a else "– | –")
         lines.append(f"| {r.name} | {r.rate:g} | {r.samples / r.rate / 60:.1f} | "
                      f"{r.rows:,} | {r.bpm:.0f} | {score} | {h['place']} | "
-                     f"{h['copied']:,} | {r.seconds:.2f} | {r.worker} |")
+                     f"{h['copied']:,} | " + (f"{r.transferred:,} | " if nodes else "")
+                     + f"{r.seconds:.2f} | {r.worker} |")
     if failures:
         lines += ["", "## Failed records", "", "| record | error |", "|---|---|"]
         lines += [f"| {f.name} | {f.error.replace('|', '/')} |" for f in failures]

@@ -70,6 +70,10 @@ class RecordBeats:
     accuracy: dict | None
     seconds: float
     worker: str
+    #: Under Ray: the node that made the rows, and the bytes Ray moved between nodes to bring
+    #: them to the job (0 when they were made on the job's own node).
+    node: str | None = None
+    transferred: int = 0
 
 
 @dataclass

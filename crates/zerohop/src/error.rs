@@ -54,6 +54,10 @@ pub enum Error {
         errno: i32,
         reason: String,
     },
+    /// Serialised state (a pickle's metadata, see `wire`) that contradicts itself or its
+    /// data: truncated, tampered with, or written by another version.
+    #[error("{0}")]
+    Wire(String),
     /// A table has no column of this name (`columns`: the names it has, comma-separated).
     #[error("invalid column: no column named {name:?} (columns: {columns})")]
     NoSuchColumn { name: String, columns: String },

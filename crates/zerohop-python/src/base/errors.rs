@@ -31,7 +31,7 @@ pub fn to_py(err: Error) -> PyErr {
             in_use,
             limit,
         } => limit_error(message, requested, in_use, limit),
-        Error::InvalidArgument { .. } => PyValueError::new_err(message),
+        Error::InvalidArgument { .. } | Error::Wire(_) => PyValueError::new_err(message),
         Error::NoSuchColumn { .. } => no_such_column(message),
         Error::OutOfMemory { .. } => PyMemoryError::new_err(message),
         Error::System { errno, .. } => PyOSError::new_err((errno, message)),

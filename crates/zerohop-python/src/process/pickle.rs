@@ -24,7 +24,8 @@ use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyByteArray, PyBytes, PyDict, PyList, PyTuple};
 use zerohop::memory::SharedHandle;
-use zerohop::soa::{ColumnKind, ColumnSpec, ComponentOrder, Schema, SoaTable};
+use zerohop::soa::{Schema, SoaTable};
+use zerohop::wire::{self, TableState, TensorState, WireColumn};
 use zerohop::{Buffer, DType, Device, TensorView};
 
 use crate::base::errors::{warn_copy, IntoPyResult};
@@ -32,33 +33,6 @@ use crate::base::owner::PyOwner;
 use crate::base::tensor::PyTensor;
 use crate::tables::storage::Storage;
 use crate::tables::table::PyTable;
-
-/// The layout of `state` and `data`; a pickle from a zerohop that wrote another is refused.
-const FORMAT: u32 = 1;
-
-/// (bytes from the span's start to element 0, bytes of the span) of a strided layout: the
-/// memory between its lowest and highest element. Zero elements span nothing.
-fn span(shape: &[i64], strides: &[i64], itemsize: usize) -> Option<(i128, i128)> {
-    if shape.len() != strides.len() || shape.iter().any(|&n| n < 0) {
-        return None;
-    }
-    if shape.contains(&0) {
-        return Some((0, 0));
-    }
-    // Checked throughout: a hostile pickle may hold 64 axes of extent and stride near 2^63.
-    let (mut low, mut high) = (0i128, 0i128);
-    for (&n, &s) in shape.iter().zip(strides) {
-        let reach = i128::from(n - 1).checked_mul(i128::from(s))?;
-        if reach < 0 {
-            low = low.checked_add(reach)?;
-        } else {
-            high = high.checked_add(reach)?;
-        }
-    }
-    let item = itemsize as i128;
-    let len = high.checked_sub(low)?.checked_add(1)?.checked_mul(item)?;
-    Some((low.checked_neg()?.checked_mul(item)?, len))
-}
 
 /// Why device data cannot be pickled, and what to do instead.
 fn refuse_device(what: &str, device: Device, how: &str) -> PyErr {
@@ -174,16 +148,13 @@ pub fn reduce_tensor<'py>(
         ));
     }
     let view = &t.view;
-    let item = view.dtype().itemsize();
     let state = PyDict::new(py);
     state.set_item("dtype", view.dtype().to_string())?;
     state.set_item("shape", PyTuple::new(py, view.shape())?)?;
     state.set_item("readonly", view.is_readonly())?;
     state.set_item("is_copied", t.is_copied)?;
-    let (offset, len) = span(view.shape(), view.strides(), item)
-        .ok_or_else(|| PyValueError::new_err("this tensor's layout has no byte span"))?;
-    let (offset, len) = (offset as usize, len as usize);
-    let start = view.data_ptr().wrapping_sub(offset);
+    let (wire_state, start) = TensorState::of(view, t.is_copied).py()?;
+    let (offset, len) = (wire_state.offset, wire_state.nbytes);
     let shareable = !across_machines();
     let in_segment =
         shareable && len > 0 && zerohop::memory::handle_for(start, len).py()?.is_some();
@@ -235,7 +206,11 @@ fn reduce_value<'py>(
 ) -> PyResult<Bound<'py, PyTuple>> {
     let args = PyTuple::new(
         py,
-        [FORMAT.into_pyobject(py)?.into_any(), state.into_any(), data],
+        [
+            wire::FORMAT.into_pyobject(py)?.into_any(),
+            state.into_any(),
+            data,
+        ],
     )?;
     PyTuple::new(py, [rebuild_fn(py, rebuild)?, args.into_any()])
 }
@@ -243,9 +218,8 @@ fn reduce_value<'py>(
 /// A CUDA tensor's reduce: its span by CUDA IPC (a handle, never the bytes).
 fn reduce_cuda_tensor<'py>(py: Python<'py>, t: &PyTensor) -> PyResult<Bound<'py, PyTuple>> {
     let view = &t.view;
-    let (offset, len) = span(view.shape(), view.strides(), view.dtype().itemsize())
-        .ok_or_else(|| PyValueError::new_err("this tensor's layout has no byte span"))?;
-    let (offset, len) = (offset as usize, len as usize);
+    let (wire_state, start) = TensorState::of(view, t.is_copied).py()?;
+    let (offset, len) = (wire_state.offset, wire_state.nbytes);
     let state = PyDict::new(py);
     state.set_item("dtype", view.dtype().to_string())?;
     state.set_item("shape", PyTuple::new(py, view.shape())?)?;
@@ -254,7 +228,6 @@ fn reduce_cuda_tensor<'py>(py: Python<'py>, t: &PyTensor) -> PyResult<Bound<'py,
     state.set_item("nbytes", len)?;
     state.set_item("readonly", view.is_readonly())?;
     state.set_item("is_copied", t.is_copied)?;
-    let start = view.data_ptr().wrapping_sub(offset);
     state.set_item(
         "cuda_ipc",
         crate::process::pickle_cuda::export_state(py, t, start as usize, len.max(1))?,
@@ -283,13 +256,14 @@ pub fn reduce_table<'py>(
                 ));
             }
             let layout = t.layout();
-            state.set_item("schema", schema_items(py, t.schema())?)?;
-            state.set_item("rows", layout.rows)?;
-            state.set_item("alignment", layout.alignment)?;
-            state.set_item("first_row", t.first_row())?;
-            state.set_item("len", t.len())?;
-            state.set_item("readonly", t.is_readonly())?;
-            state.set_item("nbytes", layout.total_bytes)?;
+            let wire_state = TableState::of(t);
+            state.set_item("schema", schema_items(py, &wire_state.schema)?)?;
+            state.set_item("rows", wire_state.rows)?;
+            state.set_item("alignment", wire_state.alignment)?;
+            state.set_item("first_row", wire_state.first_row)?;
+            state.set_item("len", wire_state.len)?;
+            state.set_item("readonly", wire_state.readonly)?;
+            state.set_item("nbytes", wire_state.nbytes)?;
             if device.kind == zerohop::DeviceKind::Cuda {
                 if across_machines() {
                     return Err(refuse_cuda_across_machines("table"));
@@ -343,26 +317,11 @@ pub fn reduce_table<'py>(
     reduce_value(py, "_rebuild_table", state, data)
 }
 
-/// Schema items as plain tuples: (name, dtype, kind, K or R, C, order).
+/// Schema items as plain tuples: (name, dtype, kind, K or R, C, order) (`wire::WireColumn`).
 fn schema_items<'py>(py: Python<'py>, schema: &Schema) -> PyResult<Bound<'py, PyList>> {
     let list = PyList::empty(py);
-    for c in schema.columns() {
-        let (kind, a, b, order) = match c.kind {
-            ColumnKind::TableScalar => ("scalar", 0, 0, "row"),
-            ColumnKind::Column => ("column", 0, 0, "row"),
-            ColumnKind::Vector(k) => ("vector", k, 0, "row"),
-            ColumnKind::Matrix { rows, cols, order } => (
-                "matrix",
-                rows,
-                cols,
-                if order == ComponentOrder::RowMajor {
-                    "row"
-                } else {
-                    "col"
-                },
-            ),
-        };
-        list.append((c.name.as_str(), c.dtype.to_string(), kind, a, b, order))?;
+    for c in wire::schema_to_wire(schema) {
+        list.append((c.name, c.dtype, c.kind, c.a, c.b, c.order))?;
     }
     Ok(list)
 }
@@ -380,58 +339,20 @@ fn parse_schema(items: &Bound<'_, PyAny>) -> PyResult<Schema> {
                      order)"
                 ))
             })?;
-        let kind = match (kind.as_str(), order.as_str()) {
-            ("scalar", _) => ColumnKind::TableScalar,
-            ("column", _) => ColumnKind::Column,
-            ("vector", _) => ColumnKind::Vector(a),
-            ("matrix", "row") | ("matrix", "col") => ColumnKind::Matrix {
-                rows: a,
-                cols: b,
-                order: if order == "row" {
-                    ComponentOrder::RowMajor
-                } else {
-                    ComponentOrder::ColumnMajor
-                },
-            },
-            _ => {
-                return Err(PyValueError::new_err(format!(
-                    "pickled table: column {name:?} has kind {kind:?} / order {order:?}"
-                )))
-            }
-        };
-        columns.push(ColumnSpec {
+        columns.push(WireColumn {
             name,
-            dtype: parse_dtype(&dtype)?,
+            dtype,
             kind,
+            a,
+            b,
+            order,
         });
     }
-    Schema::new(columns).py()
-}
-
-/// A dtype name as `Display` writes it, lanes ("float32x4") included.
-fn parse_dtype(name: &str) -> PyResult<DType> {
-    if let Ok(dtype) = DType::from_name(name) {
-        return Ok(dtype);
-    }
-    let lanes = name
-        .rsplit_once('x')
-        .and_then(|(base, lanes)| Some((DType::from_name(base).ok()?, lanes.parse::<u16>().ok()?)));
-    match lanes {
-        Some((base, lanes)) => DType::from_raw(base.code as u8, base.bits, lanes).py(),
-        None => Err(PyValueError::new_err(format!(
-            "pickled data: {name:?} is not a dtype name"
-        ))),
-    }
+    wire::schema_from_wire(columns).py()
 }
 
 fn check_format(format: &Bound<'_, PyAny>) -> PyResult<()> {
-    match format.extract::<u32>() {
-        Ok(FORMAT) => Ok(()),
-        _ => Err(PyValueError::new_err(format!(
-            "this pickle's zerohop format is {format}; this zerohop reads format {FORMAT} \
-             (was it written by another version?)"
-        ))),
-    }
+    wire::check_format(format.extract::<u32>().ok(), &format.to_string()).py()
 }
 
 /// `state[key]`, converted, or a TypeError naming the key.
@@ -524,46 +445,15 @@ fn received(data: &Bound<'_, PyAny>) -> PyResult<Received> {
     })
 }
 
-/// The received bytes, or a fresh aligned copy of them when they start at an address not
-/// aligned to `needed` (some transports deliver frames at any offset). The copy is reported
-/// as a CopyWarning unless `quiet`.
-fn aligned(
-    py: Python<'_>,
-    buffer: Buffer,
-    needed: usize,
-    what: &str,
-    quiet: bool,
-) -> PyResult<(Buffer, bool)> {
-    if (buffer.as_ptr() as usize).is_multiple_of(needed) || buffer.is_empty() {
-        return Ok((buffer, false));
-    }
-    let align = needed.max(zerohop::DEFAULT_ALIGNMENT);
-    let copy = Buffer::zeroed_host(buffer.len(), align).py()?;
-    // SAFETY: two distinct host buffers of `buffer.len()` bytes; the copy is private.
-    unsafe { std::ptr::copy_nonoverlapping(buffer.as_ptr(), copy.as_ptr(), buffer.len()) };
-    if quiet {
-        return Ok((copy, true));
-    }
+/// Reports a copy made to align received data.
+fn warn_realigned(py: Python<'_>, what: &str, at: *const u8, needed: usize) -> PyResult<()> {
     warn_copy(
         py,
         &format!(
-            "the received {what} starts at {:p}, not aligned to the {needed} bytes its \
-             elements need: copied",
-            buffer.as_ptr()
+            "the received {what} starts at {at:p}, not aligned to the {needed} bytes its \
+             elements need: copied"
         ),
-    )?;
-    Ok((copy, true))
-}
-
-fn check_len(buffer: &Buffer, nbytes: usize) -> PyResult<()> {
-    if buffer.len() != nbytes {
-        return Err(PyValueError::new_err(format!(
-            "pickled zerohop data: the buffer holds {} bytes, its metadata says {nbytes} \
-             (truncated or mismatched buffers?)",
-            buffer.len()
-        )));
-    }
-    Ok(())
+    )
 }
 
 /// Rebuilds a `zerohop.Tensor` from `Tensor.__reduce_ex__`'s output: a view of `data`.
@@ -576,29 +466,29 @@ fn _rebuild_tensor(
 ) -> PyResult<PyTensor> {
     check_format(format)?;
     let state = state_dict(state)?;
-    let dtype = parse_dtype(&field::<String>(state, "dtype", "a dtype name")?)?;
-    let shape: Vec<i64> = field(state, "shape", "a tuple of ints")?;
-    let strides: Vec<i64> = field(state, "strides", "a tuple of ints")?;
-    let offset: usize = field(state, "offset", "a byte offset")?;
-    let nbytes: usize = field(state, "nbytes", "a byte count")?;
-    let readonly: bool = field(state, "readonly", "a bool")?;
-    let is_copied: bool = field(state, "is_copied", "a bool")?;
-    let (low, len) = span(&shape, &strides, dtype.itemsize()).ok_or_else(|| {
-        PyValueError::new_err(format!(
-            "pickled tensor: shape {shape:?} and strides {strides:?} do not describe a tensor"
-        ))
-    })?;
-    let fits = len == 0 || (offset as i128 >= low && offset as i128 - low + len <= nbytes as i128);
-    if !fits {
-        return Err(PyValueError::new_err(format!(
-            "pickled tensor: shape {shape:?}, strides {strides:?} of {dtype} at byte {offset} \
-             reach outside its {nbytes}-byte buffer"
-        )));
-    }
+    let wire_state = TensorState {
+        dtype: wire::parse_dtype(&field::<String>(state, "dtype", "a dtype name")?).py()?,
+        shape: field(state, "shape", "a tuple of ints")?,
+        strides: field(state, "strides", "a tuple of ints")?,
+        offset: field(state, "offset", "a byte offset")?,
+        nbytes: field(state, "nbytes", "a byte count")?,
+        readonly: field(state, "readonly", "a bool")?,
+        is_copied: field(state, "is_copied", "a bool")?,
+    };
+    wire_state.check().py()?;
     if let Some(handle) = state.get_item("cuda_ipc")? {
         let handle = handle
             .cast::<PyDict>()
             .map_err(|_| PyTypeError::new_err("pickled tensor: 'cuda_ipc' is not a dict"))?;
+        let TensorState {
+            dtype,
+            shape,
+            strides,
+            offset,
+            nbytes,
+            readonly,
+            is_copied,
+        } = wire_state;
         return crate::process::pickle_cuda::rebuild(
             handle,
             dtype,
@@ -613,28 +503,12 @@ fn _rebuild_tensor(
     let Received {
         buffer, writable, ..
     } = received(data)?;
-    check_len(&buffer, nbytes)?;
-    // `offset` is a whole number of elements, so an aligned start aligns every element.
-    let (buffer, copied) = aligned(py, buffer, dtype.alignment(), "tensor", false)?;
-    let data_ptr = buffer.as_ptr().wrapping_add(offset);
-    // Data that arrived read-only stays read-only, also when it had to be copied to align it.
-    let readonly = readonly || !writable;
-    // SAFETY: every element the layout reaches lies in `buffer` (checked above: the span
-    // from `offset - low` to `offset - low + len` is inside its `nbytes` bytes), which the
-    // owner keeps alive; read-only received memory stays read-only.
-    let view = unsafe {
-        TensorView::from_raw_parts(
-            data_ptr,
-            dtype,
-            shape,
-            strides,
-            Device::CPU,
-            Arc::new(buffer),
-            readonly,
-        )
+    let at = buffer.as_ptr();
+    let (view, copied) = wire_state.view_over(buffer, writable).py()?;
+    if copied {
+        warn_realigned(py, "tensor", at, wire_state.dtype.alignment())?;
     }
-    .map_err(|e| PyValueError::new_err(format!("pickled tensor: {e}")))?;
-    Ok(PyTensor::new(view, is_copied || copied))
+    Ok(PyTensor::new(view, wire_state.is_copied || copied))
 }
 
 /// Rebuilds a `zerohop.Table` from `Table.__reduce_ex__`'s output: SoA tables as a view of
@@ -663,37 +537,42 @@ fn _rebuild_table(
             )))
         }
     }
-    let schema = parse_schema(
-        &state
-            .get_item("schema")?
-            .ok_or_else(|| PyValueError::new_err("pickled zerohop data lacks \"schema\""))?,
-    )?;
-    let rows: usize = field(state, "rows", "a row count")?;
-    let alignment: usize = field(state, "alignment", "a power of two")?;
-    let first_row: usize = field(state, "first_row", "a row number")?;
-    let len: usize = field(state, "len", "a row count")?;
-    let readonly: bool = field(state, "readonly", "a bool")?;
-    let nbytes: usize = field(state, "nbytes", "a byte count")?;
-    let layout = zerohop::soa::Layout::new(&schema, rows, alignment).py()?;
-    if layout.total_bytes != nbytes {
-        return Err(PyValueError::new_err(format!(
-            "pickled table: {rows} rows of its schema at alignment {alignment} take {} bytes, \
-             its metadata says {nbytes}",
-            layout.total_bytes
-        )));
-    }
+    let wire_state = TableState {
+        schema: parse_schema(
+            &state
+                .get_item("schema")?
+                .ok_or_else(|| PyValueError::new_err("pickled zerohop data lacks \"schema\""))?,
+        )?,
+        rows: field(state, "rows", "a row count")?,
+        alignment: field(state, "alignment", "a power of two")?,
+        first_row: field(state, "first_row", "a row number")?,
+        len: field(state, "len", "a row count")?,
+        readonly: field(state, "readonly", "a bool")?,
+        nbytes: field(state, "nbytes", "a byte count")?,
+    };
+    wire_state.check().py()?;
     if let Some(handle) = state.get_item("cuda_ipc")? {
         let handle = handle
             .cast::<PyDict>()
             .map_err(|_| PyTypeError::new_err("pickled table: 'cuda_ipc' is not a dict"))?;
-        let buffer = crate::process::pickle_cuda::import_buffer(handle, nbytes.max(1), "table")?;
-        let table = SoaTable::over_buffer(schema, rows, alignment, buffer, first_row, len).py()?;
-        let table = if readonly {
+        let buffer =
+            crate::process::pickle_cuda::import_buffer(handle, wire_state.nbytes.max(1), "table")?;
+        // The import made the legacy stream wait on the producer's event. Its buffer is the
+        // span the IPC handle covers (at least one byte), so the table is laid over it as is.
+        let table = SoaTable::over_buffer(
+            wire_state.schema,
+            wire_state.rows,
+            wire_state.alignment,
+            buffer,
+            wire_state.first_row,
+            wire_state.len,
+        )
+        .py()?;
+        let table = if wire_state.readonly {
             table.into_readonly()
         } else {
             table
         };
-        // The import made the legacy stream wait on the producer's event.
         return Py::new(py, PyTable::from_table(table));
     }
     let Received {
@@ -701,28 +580,19 @@ fn _rebuild_table(
         writable,
         in_band,
     } = received(data)?;
-    check_len(&buffer, nbytes)?;
-    let widest = schema
+    let at = buffer.as_ptr();
+    let widest = wire_state
+        .schema
         .columns()
         .iter()
         .map(|c| c.dtype.alignment())
         .max()
         .unwrap_or(1);
-    // Views need only element alignment (Ray's store aligns to 64 bytes, so a 128-byte table
-    // arrives as a view reporting 64); data that came in band is a copy already, and one more
-    // restores the table's own alignment.
-    let (buffer, _realigned) = if in_band {
-        aligned(py, buffer, alignment.max(widest), "table", true)?
-    } else {
-        aligned(py, buffer, widest, "table", false)?
-    };
-    let table = SoaTable::over_buffer(schema, rows, alignment, buffer, first_row, len).py()?;
-    // As for tensors: read-only data stays read-only, copied to realign it or not.
-    let table = if readonly || !writable {
-        table.into_readonly()
-    } else {
-        table
-    };
+    let (table, copied) = wire_state.table_over(buffer, writable, in_band).py()?;
+    // Data that came in band is the unpickler's own copy: one more copy is not news.
+    if copied && !in_band {
+        warn_realigned(py, "table", at, widest)?;
+    }
     Py::new(py, PyTable::from_table(table))
 }
 

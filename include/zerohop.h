@@ -62,7 +62,8 @@ typedef struct zh_resource zh_resource;
 // A schema under construction (opaque).
 typedef struct zh_schema zh_schema;
 
-// An SoA table (opaque).
+// A table (opaque): an SoA table (one buffer, every column padded to the alignment) or a
+// table of adopted columns (`zh_table_from_columns`: separate tensors, shared as they are).
 typedef struct zh_table zh_table;
 
 // The tensors of one map applied to one table (opaque).
@@ -464,6 +465,25 @@ enum zh_status zh_table_export(const struct zh_table *table, DLManagedTensorVers
 // `table` must be a live handle or NULL, with no tensor of column `name` read or written
 // during the call; `src` a live managed tensor whose ownership passes here, or NULL.
 enum zh_status zh_table_write_column(struct zh_table *table, const char *name, DLManagedTensorVersioned *src);
+
+// A table whose columns are the `n` DLPack tensors `tensors`, named `names[i]`, adopted as
+// they are (a model's outputs, another framework's arrays): nothing is copied, each tensor's
+// memory stays its producer's and is released through its deleter when the last table, slice
+// or exported tensor using it is gone. Every tensor must have at least one axis, the same first
+// extent (the rows) and the same device; names must be distinct and non-empty.
+//
+// Ownership of all `n` tensors passes here whatever the outcome: on any error every deleter
+// has run when this returns. Such a table maps one column per tensor (a group of several
+// columns has no strided form across allocations: ZH_UNSUPPORTED), slices with
+// `zh_table_rows`, exports and writes columns; `zh_table_export` and `zh_table_column_info`
+// (one-buffer notions) are ZH_UNSUPPORTED, and `zh_table_get_info` gives `data` NULL and
+// `nbytes` the columns' bytes.
+//
+// # Safety
+// `names` an array of `n` NUL-terminated strings (or NULL); `tensors` an array of `n` live
+// managed tensors whose ownership passes here (entries may be NULL: an error); `out`
+// writable.
+enum zh_status zh_table_from_columns(const char *const *names, DLManagedTensorVersioned *const *tensors, uintptr_t n, struct zh_table **out);
 
 #ifdef __cplusplus
 }  // extern "C"

@@ -66,8 +66,9 @@ def test_columns_are_zero_copy_views():
     [
         {"pos": ["x", "y", "z"], "mom": ["p", "q"], "cov": ["cov"]},
         [("pos", ["x", "y", "z"]), ("mom", ["p", "q"]), ("cov", "cov")],
+        "pos: x, y, z; mom: p, q; cov",  # the C ABI's string, by the core's one grammar
     ],
-    ids=["dict", "pairs"],
+    ids=["dict", "pairs", "string"],
 )
 def test_tensor_map_into_torch_matches_the_cms_shapes(spec):
     t = filled()
@@ -81,6 +82,14 @@ def test_tensor_map_into_torch_matches_the_cms_shapes(spec):
     assert pos[:, 1].tolist() == [1000.0 + i for i in range(6)]
     assert mom[2, 1].tolist() == [-6.0, -7.0, -8.0]
     np.testing.assert_array_equal(cov.numpy(), np.from_dlpack(t["cov"]))
+
+
+def test_a_spec_string_is_refused_with_the_group_that_is_wrong():
+    t = filled()
+    with pytest.raises(ValueError, match=r'invalid spec: group 2 \("b: , y"\)'):
+        t.tensors("a: x; b: , y")
+    with pytest.raises(ValueError, match="names no tensors"):
+        t.tensors(" ; ")
 
 
 @requires_torch

@@ -183,7 +183,7 @@ _SchemaOut: TypeAlias = (
 )
 # Tensor groups: {tensor: [columns]}, [(tensor, [columns])] or [column, ...].
 _TensorSpec: TypeAlias = (
-    Mapping[str, str | Sequence[str]] | Iterable[str | tuple[str, str | Sequence[str]]]
+    str | Mapping[str, str | Sequence[str]] | Iterable[str | tuple[str, str | Sequence[str]]]
 )
 # {name: array} or [(name, array)], arrays from any DLPack producer. (dict[str, Any], not
 # Mapping: other mappings are refused; not dict[str, object]: dicts are invariant.)

@@ -9,7 +9,7 @@ use zerohop::dlpack::{export_versioned, ExportOptions};
 use zerohop::soa::{MapOptions, MappedTensor, TensorMap};
 
 use crate::status::{give, guard, handle, out_param, release, text, zh_status, Failure, Outcome};
-use crate::table::zh_table;
+use crate::table::{zh_table, Table};
 
 /// Export the tensors read-only (DLPack's READ_ONLY flag set).
 pub const ZH_MAP_READONLY: u32 = 1;
@@ -69,36 +69,6 @@ impl zh_tensors {
     }
 }
 
-/// Parses "name: col, col; name2: col; col3": groups separated by ';', each a tensor name, a
-/// colon and its columns (a bare column is a tensor of its own name); output in that order.
-fn parse_spec(spec: &str) -> Outcome<TensorMap> {
-    let mut builder = TensorMap::builder();
-    let mut any = false;
-    for (i, group) in spec.split(';').enumerate() {
-        let group = group.trim();
-        if group.is_empty() {
-            continue;
-        }
-        let (name, columns) = match group.split_once(':') {
-            Some((name, columns)) => (name.trim(), columns),
-            None => (group, group),
-        };
-        let columns: Vec<&str> = columns.split(',').map(str::trim).collect();
-        if name.is_empty() || columns.iter().any(|c| c.is_empty()) {
-            return Err(Failure::invalid(format!(
-                "spec group {} ({group:?}): expected \"name: column, column\" or \"column\"",
-                i + 1
-            )));
-        }
-        builder = builder.tensor(name, &columns);
-        any = true;
-    }
-    if !any {
-        return Err(Failure::invalid("spec names no tensors"));
-    }
-    Ok(builder.build()?)
-}
-
 fn compile(spec: *const c_char, flags: u32) -> Outcome<zh_map> {
     // SAFETY: the callers' contracts: NUL-terminated or NULL.
     let spec = unsafe { text(spec, "spec") }?;
@@ -107,7 +77,7 @@ fn compile(spec: *const c_char, flags: u32) -> Outcome<zh_map> {
             "flags {flags:#x} has unknown bits"
         )));
     }
-    let map = parse_spec(spec)?;
+    let map = TensorMap::parse(spec)?;
     let names = map
         .names()
         .into_iter()
@@ -124,7 +94,16 @@ fn compile(spec: *const c_char, flags: u32) -> Outcome<zh_map> {
 }
 
 fn apply(map: &zh_map, table: &zh_table, out: *mut *mut zh_tensors) -> Outcome {
-    let tensors = map.map.apply(&table.table, map.options)?;
+    let tensors = match &table.table {
+        Table::Soa(t) => map.map.apply(t, map.options)?,
+        Table::Columns(c) => c.map(&map.map, map.options).map_err(|e| match e {
+            zerohop::Error::Export(message) => Failure {
+                status: zh_status::ZH_UNSUPPORTED,
+                message,
+            },
+            other => other.into(),
+        })?,
+    };
     let made = zh_tensors {
         tensors,
         names: map.names.clone(),

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use zerohop::dlpack::ffi::DLManagedTensorVersioned;
 use zerohop::dlpack::{export_versioned, import_versioned, ExportOptions};
 use zerohop::memory::current_resource;
-use zerohop::soa::{SoaTable, SOA_DEFAULT_ALIGNMENT};
+use zerohop::soa::{ColumnTable, SoaTable, SOA_DEFAULT_ALIGNMENT};
 use zerohop::{DType, Device, Owner, ReleaseCallback, TensorView};
 
 use crate::resource::zh_resource;
@@ -17,9 +17,46 @@ use crate::status::{
     give, guard, handle, handle_mut, out_param, release, text, zh_status, Failure, Outcome,
 };
 
-/// An SoA table (opaque).
+/// A table (opaque): an SoA table (one buffer, every column padded to the alignment) or a
+/// table of adopted columns (`zh_table_from_columns`: separate tensors, shared as they are).
 pub struct zh_table {
-    pub(crate) table: SoaTable,
+    pub(crate) table: Table,
+}
+
+/// What a `zh_table` holds.
+pub(crate) enum Table {
+    Soa(SoaTable),
+    Columns(ColumnTable),
+}
+
+impl Table {
+    /// The SoA table, or ZH_UNSUPPORTED naming `what` for a table of adopted columns.
+    pub(crate) fn soa(&self, what: &str) -> Outcome<&SoaTable> {
+        match self {
+            Table::Soa(t) => Ok(t),
+            Table::Columns(_) => Err(Failure {
+                status: zh_status::ZH_UNSUPPORTED,
+                message: format!(
+                    "{what} needs an SoA table (one buffer); this table adopts separate \
+                     columns (zh_table_from_columns): use zh_table_column or a map"
+                ),
+            }),
+        }
+    }
+
+    pub(crate) fn column(&self, name: &str) -> zerohop::Result<TensorView> {
+        match self {
+            Table::Soa(t) => t.column_view(name),
+            Table::Columns(c) => c.column(name),
+        }
+    }
+
+    pub(crate) fn slice_rows(&self, start: usize, stop: usize) -> zerohop::Result<Table> {
+        Ok(match self {
+            Table::Soa(t) => Table::Soa(t.slice_rows(start, stop)?),
+            Table::Columns(c) => Table::Columns(c.slice_rows(start, stop)?),
+        })
+    }
 }
 
 /// What a table is: sizes, where its buffer lives.
@@ -69,7 +106,12 @@ pub unsafe extern "C" fn zh_table_new(
             alignment
         };
         let table = SoaTable::with_options(schema, rows, alignment, resource)?;
-        give(out, zh_table { table });
+        give(
+            out,
+            zh_table {
+                table: Table::Soa(table),
+            },
+        );
         Ok(())
     })
 }
@@ -125,7 +167,12 @@ pub unsafe extern "C" fn zh_table_wrap(
         // SAFETY: the caller's contract: the memory lives until `owner` releases it.
         let table =
             unsafe { SoaTable::wrap(schema, rows, alignment, data.cast(), bytes, device, owner) }?;
-        give(out, zh_table { table });
+        give(
+            out,
+            zh_table {
+                table: Table::Soa(table),
+            },
+        );
         Ok(())
     })
 }
@@ -153,16 +200,25 @@ pub unsafe extern "C" fn zh_table_get_info(
     guard(|| {
         out_param(out, "out")?;
         // SAFETY: per the contract.
-        let t = &unsafe { handle(table, "table") }?.table;
-        let device = t.device();
-        let info = zh_table_info {
-            rows: t.len(),
-            columns: t.schema().columns().len(),
-            data: t.buffer().as_ptr().cast(),
-            nbytes: t.layout().total_bytes,
-            alignment: t.alignment(),
-            device_type: device.kind as i32,
-            device_id: device.id,
+        let info = match &unsafe { handle(table, "table") }?.table {
+            Table::Soa(t) => zh_table_info {
+                rows: t.len(),
+                columns: t.schema().columns().len(),
+                data: t.buffer().as_ptr().cast(),
+                nbytes: t.layout().total_bytes,
+                alignment: t.alignment(),
+                device_type: t.device().kind as i32,
+                device_id: t.device().id,
+            },
+            Table::Columns(c) => zh_table_info {
+                rows: c.len(),
+                columns: c.columns().len(),
+                data: std::ptr::null_mut(),
+                nbytes: c.columns().iter().map(|(_, v)| v.nbytes()).sum(),
+                alignment: 0,
+                device_type: c.device().kind as i32,
+                device_id: c.device().id,
+            },
         };
         // SAFETY: checked non-NULL above.
         unsafe { *out = info };
@@ -189,7 +245,7 @@ pub unsafe extern "C" fn zh_table_column(
         let t = &unsafe { handle(table, "table") }?.table;
         // SAFETY: per the contract.
         let name = unsafe { text(name, "column name") }?;
-        let view = t.column_view(name)?;
+        let view = t.column(name)?;
         let managed = export_versioned(&view, ExportOptions::default())?;
         // SAFETY: checked non-NULL above.
         unsafe { *out = managed.as_ptr() };
@@ -212,7 +268,9 @@ pub unsafe extern "C" fn zh_table_export(
     guard(|| {
         out_param(out, "out")?;
         // SAFETY: per the contract.
-        let t = &unsafe { handle(table, "table") }?.table;
+        let t = unsafe { handle(table, "table") }?
+            .table
+            .soa("zh_table_export")?;
         let nbytes = t.layout().total_bytes;
         let mut whole = TensorView::from_buffer(t.buffer().clone(), DType::U8, &[nbytes as i64])?;
         if t.is_readonly() {
@@ -254,7 +312,7 @@ pub unsafe extern "C" fn zh_table_write_column(
         let t = &unsafe { handle_mut(table, "table") }?.table;
         // SAFETY: per the contract.
         let name = unsafe { text(name, "column name") }?;
-        let target = t.column_view(name)?;
+        let target = t.column(name)?;
         write(&target, &source, name)
     })
 }
@@ -351,5 +409,83 @@ fn device_write(_: &TensorView, source: &TensorView, name: &str) -> Outcome {
             "column {name:?}: a tensor on {} needs the cuda feature",
             source.device()
         ),
+    })
+}
+
+/// A table whose columns are the `n` DLPack tensors `tensors`, named `names[i]`, adopted as
+/// they are (a model's outputs, another framework's arrays): nothing is copied, each tensor's
+/// memory stays its producer's and is released through its deleter when the last table, slice
+/// or exported tensor using it is gone. Every tensor must have at least one axis, the same first
+/// extent (the rows) and the same device; names must be distinct and non-empty.
+///
+/// Ownership of all `n` tensors passes here whatever the outcome: on any error every deleter
+/// has run when this returns. Such a table maps one column per tensor (a group of several
+/// columns has no strided form across allocations: ZH_UNSUPPORTED), slices with
+/// `zh_table_rows`, exports and writes columns; `zh_table_export` and `zh_table_column_info`
+/// (one-buffer notions) are ZH_UNSUPPORTED, and `zh_table_get_info` gives `data` NULL and
+/// `nbytes` the columns' bytes.
+///
+/// # Safety
+/// `names` an array of `n` NUL-terminated strings (or NULL); `tensors` an array of `n` live
+/// managed tensors whose ownership passes here (entries may be NULL: an error); `out`
+/// writable.
+#[no_mangle]
+pub unsafe extern "C" fn zh_table_from_columns(
+    names: *const *const c_char,
+    tensors: *const *mut DLManagedTensorVersioned,
+    n: usize,
+    out: *mut *mut zh_table,
+) -> zh_status {
+    guard(|| {
+        // Take every tensor first, so that all are released whatever else is wrong.
+        let mut views = Vec::with_capacity(n);
+        let mut first_error = None;
+        if !tensors.is_null() {
+            for i in 0..n {
+                // SAFETY: per the contract, `tensors` holds `n` entries.
+                let managed = unsafe { *tensors.add(i) };
+                let view = match NonNull::new(managed) {
+                    // SAFETY: per the contract; on error the import has run the deleter.
+                    Some(m) => unsafe { import_versioned(m) }
+                        .map(|imported| imported.view)
+                        .map_err(|e| Failure::invalid(format!("column tensor {i}: {e}"))),
+                    None => Err(Failure::invalid(format!("column tensor {i} is NULL"))),
+                };
+                match view {
+                    Ok(v) => views.push(v),
+                    Err(e) => {
+                        first_error.get_or_insert(e);
+                    }
+                }
+            }
+        }
+        if tensors.is_null() && n > 0 {
+            return Err(Failure::invalid("tensors is NULL"));
+        }
+        if let Some(error) = first_error {
+            return Err(error);
+        }
+        out_param(out, "out")?;
+        if names.is_null() {
+            return Err(Failure::invalid("names is NULL"));
+        }
+        let mut columns = Vec::with_capacity(n);
+        for (i, view) in views.into_iter().enumerate() {
+            // SAFETY: per the contract, `names` holds `n` NUL-terminated strings.
+            let name = unsafe { text(*names.add(i), "column name") }?;
+            columns.push((name.to_owned(), view));
+        }
+        let on_cuda = columns
+            .first()
+            .is_some_and(|(_, v)| v.device().kind == zerohop::DeviceKind::Cuda);
+        // DLPack's legacy default stream on CUDA (1), the host otherwise.
+        let stream = zerohop::Stream(usize::from(on_cuda));
+        give(
+            out,
+            zh_table {
+                table: Table::Columns(ColumnTable::new(columns, stream)?),
+            },
+        );
+        Ok(())
     })
 }

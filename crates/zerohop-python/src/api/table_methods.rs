@@ -344,7 +344,7 @@ impl PyTable {
         match &self.storage {
             Storage::Soa(t) => t.layout().total_bytes,
             Storage::Arrow(b) => b.get_array_memory_size(),
-            Storage::Device { columns, .. } => columns.iter().map(|(_, v)| v.nbytes()).sum(),
+            Storage::Device(c) => c.columns().iter().map(|(_, v)| v.nbytes()).sum(),
         }
     }
 
@@ -362,7 +362,7 @@ impl PyTable {
             Storage::Soa(t) => t.is_readonly(),
             // Arrow data is immutable once shared.
             Storage::Arrow(_) => true,
-            Storage::Device { columns, .. } => columns.iter().any(|(_, v)| v.is_readonly()),
+            Storage::Device(c) => c.columns().iter().any(|(_, v)| v.is_readonly()),
         }
     }
 
@@ -497,9 +497,7 @@ impl PyTable {
         match &self.storage {
             Storage::Soa(t) => t.device().to_string(),
             Storage::Arrow(_) => "cpu".into(),
-            Storage::Device { columns, .. } => columns
-                .first()
-                .map_or("cpu".into(), |(_, v)| v.device().to_string()),
+            Storage::Device(c) => c.device().to_string(),
         }
     }
 
@@ -518,7 +516,7 @@ impl PyTable {
                 )
                 .py()?,
             )),
-            Storage::Device { .. } => Err(PyBufferError::new_err(
+            Storage::Device(_) => Err(PyBufferError::new_err(
                 "SoA tables live in host memory; copy the device columns to the host first",
             )),
         }

@@ -304,8 +304,8 @@ pub fn reduce_table<'py>(
             })?;
             pyarrow.call_method1(intern!(py, "record_batch"), (table,))?
         }
-        Storage::Device { columns, .. } => {
-            let device = columns.first().map_or(Device::CPU, |(_, v)| v.device());
+        Storage::Device(c) => {
+            let device = c.device();
             return Err(refuse_device(
                 "zerohop.Table",
                 device,

@@ -13,7 +13,7 @@ use zerohop::arrow::arrow_schema::{DataType, Field, Schema};
 use zerohop::arrow::{
     export_device, tensor_to_array, FFI_ArrowDeviceArrayStream, ImportOptions, SyncEvent,
 };
-use zerohop::soa::{MapOptions, MappedTensor, SoaTable, TensorMap};
+use zerohop::soa::{ColumnTable, MapOptions, MappedTensor, SoaTable, TensorMap};
 use zerohop::{DeviceKind, TensorView};
 
 use crate::base::errors::{to_py, IntoPyResult};
@@ -29,10 +29,7 @@ pub enum Storage {
     Soa(SoaTable),
     Arrow(RecordBatch),
     /// Named device tensors of equal length, and the stream their data is produced on.
-    Device {
-        columns: Vec<(String, TensorView)>,
-        stream: usize,
-    },
+    Device(ColumnTable),
 }
 
 impl Storage {
@@ -40,7 +37,7 @@ impl Storage {
         match self {
             Storage::Soa(_) => "soa",
             Storage::Arrow(_) => "arrow",
-            Storage::Device { .. } => "device",
+            Storage::Device(_) => "device",
         }
     }
 
@@ -48,9 +45,7 @@ impl Storage {
         match self {
             Storage::Soa(t) => t.len(),
             Storage::Arrow(b) => b.num_rows(),
-            Storage::Device { columns, .. } => columns
-                .first()
-                .map_or(0, |(_, v)| v.shape().first().copied().unwrap_or(0) as usize),
+            Storage::Device(c) => c.len(),
         }
     }
 
@@ -68,25 +63,8 @@ impl Storage {
                 .iter()
                 .map(|f| f.name().clone())
                 .collect(),
-            Storage::Device { columns, .. } => columns.iter().map(|(n, _)| n.clone()).collect(),
+            Storage::Device(c) => c.names().into_iter().map(str::to_owned).collect(),
         }
-    }
-
-    fn device_column(columns: &[(String, TensorView)], name: &str) -> PyResult<TensorView> {
-        columns
-            .iter()
-            .find(|(n, _)| n == name)
-            .map(|(_, v)| v.clone())
-            .ok_or_else(|| {
-                to_py(zerohop::Error::NoSuchColumn {
-                    name: name.to_owned(),
-                    columns: columns
-                        .iter()
-                        .map(|(n, _)| n.as_str())
-                        .collect::<Vec<_>>()
-                        .join(", "),
-                })
-            })
     }
 
     /// One column as a tensor; Arrow columns with nulls need `fill`, and Arrow booleans
@@ -114,7 +92,7 @@ impl Storage {
                 .py()?;
                 Ok((imported.view, imported.copied))
             }
-            Storage::Device { columns, .. } => Ok((Self::device_column(columns, name)?, false)),
+            Storage::Device(c) => Ok((c.column(name).py()?, false)),
         }
     }
 
@@ -136,31 +114,10 @@ impl Storage {
                     },
                 )
                 .py(),
-            Storage::Device { columns, .. } => {
-                // Device columns are separate allocations: one column per tensor.
-                let batchless = map.names().into_iter().map(|name| {
-                    let cols = map.columns_of(name).unwrap_or_default();
-                    if cols.len() != 1 {
-                        return Err(PyBufferError::new_err(format!(
-                            "tensor {name:?} groups columns {cols:?}, which live in separate \
-                             device allocations; map them one by one"
-                        )));
-                    }
-                    let view = Self::device_column(columns, &cols[0])?;
-                    let view = if options.readonly {
-                        view.into_readonly()
-                    } else {
-                        view
-                    };
-                    Ok(MappedTensor {
-                        name: name.into(),
-                        columns: cols.clone().into(),
-                        view,
-                        copied: false,
-                    })
-                });
-                batchless.collect()
-            }
+            Storage::Device(c) => c.map(map, options).map_err(|e| match e {
+                zerohop::Error::Export(reason) => PyBufferError::new_err(reason),
+                other => to_py(other),
+            }),
         }
     }
 
@@ -174,18 +131,7 @@ impl Storage {
         Ok(match self {
             Storage::Soa(t) => Storage::Soa(t.slice_rows(start, stop).py()?),
             Storage::Arrow(b) => Storage::Arrow(b.slice(start, stop - start)),
-            Storage::Device { columns, stream } => Storage::Device {
-                columns: columns
-                    .iter()
-                    .map(|(name, v)| {
-                        Ok((
-                            name.clone(),
-                            v.slice_axis(0, start as i64, stop as i64, 1).py()?,
-                        ))
-                    })
-                    .collect::<PyResult<_>>()?,
-                stream: *stream,
-            },
+            Storage::Device(c) => Storage::Device(c.slice_rows(start, stop).py()?),
         })
     }
 
@@ -205,19 +151,7 @@ impl Storage {
                 }
                 out
             }
-            Storage::Device { columns, stream } => {
-                let mut out = format!("device columns, {} rows, stream {stream}\n", self.len());
-                for (name, v) in columns {
-                    out += &format!(
-                        "  {name:<16} {} {:?} on {} at 0x{:x}\n",
-                        v.dtype(),
-                        v.shape(),
-                        v.device(),
-                        v.data_ptr() as usize
-                    );
-                }
-                out
-            }
+            Storage::Device(c) => c.describe(),
         }
     }
 
@@ -234,7 +168,7 @@ impl Storage {
                 })?;
                 Ok((export.batch, export.copied_columns))
             }
-            Storage::Device { .. } => Err(PyBufferError::new_err(
+            Storage::Device(_) => Err(PyBufferError::new_err(
                 "this table lives on a CUDA device; the Arrow C data interface is for host \
                  memory (use __arrow_c_device_array__ / __arrow_c_device_stream__)",
             )),
@@ -243,8 +177,8 @@ impl Storage {
 
     pub fn schema_capsule<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         let schema = match self {
-            Storage::Device { columns, .. } => Schema::new(
-                columns
+            Storage::Device(c) => Schema::new(
+                c.columns()
                     .iter()
                     .map(|(name, v)| device_field(name, v))
                     .collect::<PyResult<Vec<_>>>()?,
@@ -288,8 +222,8 @@ impl Storage {
         requested: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<Bound<'py, PyTuple>> {
         match self {
-            Storage::Device { columns, stream } => {
-                let (array, schema) = device_export(columns, true, *stream)?;
+            Storage::Device(c) => {
+                let (array, schema) = device_export(c.columns(), true, c.stream().0)?;
                 // Device data is not cast on the host: the consumer gets its own schema.
                 PyTuple::new(
                     py,
@@ -314,8 +248,8 @@ impl Storage {
         requested: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<Bound<'py, PyAny>> {
         let (data_type, array) = match self {
-            Storage::Device { columns, stream } => {
-                let (array, schema) = device_export(columns, true, *stream)?;
+            Storage::Device(c) => {
+                let (array, schema) = device_export(c.columns(), true, c.stream().0)?;
                 let data_type = DataType::try_from(&schema)
                     .map_err(|e| PyValueError::new_err(e.to_string()))?;
                 (data_type, array)
@@ -491,10 +425,7 @@ pub fn storage_from_import(py: Python<'_>, imported: Imported, copy: bool) -> Py
             }
             let _ = py;
             Ok(FromImport {
-                storage: Storage::Device {
-                    columns: import.columns,
-                    stream: legacy.0,
-                },
+                storage: Storage::Device(ColumnTable::new(import.columns, legacy).py()?),
                 copied: vec![],
                 chunks: vec![],
             })
@@ -522,22 +453,9 @@ pub fn storage_from_tensors(py: Python<'_>, columns: &Bound<'_, PyAny>) -> PyRes
         .first()
         .is_some_and(|(_, v)| v.device().kind == DeviceKind::Cuda);
     if on_device {
-        let device = views[0].1.device();
-        let rows = views[0].1.shape().first().copied();
-        for (name, v) in &views {
-            if v.device() != device || v.shape().first().copied() != rows || v.ndim() == 0 {
-                return Err(PyValueError::new_err(format!(
-                    "column {name:?} is {:?} on {}; every column must have {rows:?} rows on \
-                     {device}",
-                    v.shape(),
-                    v.device()
-                )));
-            }
-        }
-        return Ok(Storage::Device {
-            columns: views,
-            stream,
-        });
+        return Ok(Storage::Device(
+            ColumnTable::new(views, zerohop::Stream(stream)).py()?,
+        ));
     }
     let mut fields = Vec::new();
     let mut arrays: Vec<ArrayRef> = Vec::new();

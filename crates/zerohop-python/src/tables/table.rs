@@ -165,9 +165,17 @@ pub(crate) fn schema_items<'py>(py: Python<'py>, schema: &Schema) -> PyResult<Bo
     Ok(list)
 }
 
-/// Groups from the Python spec forms: {name: [cols]}, [(name, [cols])], or [col, col, …]
-/// (each column its own tensor).
+/// Groups from the Python spec forms: the spec string ("pos: x, y; e", parsed by the core's
+/// grammar), {name: [cols]}, [(name, [cols])], or [col, col, …] (each column its own tensor).
 pub(crate) fn parse_spec(spec: &Bound<'_, PyAny>) -> PyResult<Vec<(String, Vec<String>)>> {
+    if let Ok(text) = spec.cast::<PyString>() {
+        let map = zerohop::soa::TensorMap::parse(text.to_str()?).py()?;
+        return Ok(map
+            .names()
+            .into_iter()
+            .map(|name| (name.to_owned(), map.columns_of(name).unwrap_or_default()))
+            .collect());
+    }
     let mut groups = Vec::new();
     if let Ok(d) = spec.cast::<PyDict>() {
         for (k, v) in d.iter() {
@@ -435,7 +443,7 @@ impl PyTable {
     /// The stream a tensor of this table is produced on.
     pub(crate) fn stream(&self) -> usize {
         match &self.storage {
-            Storage::Device { stream, .. } => *stream,
+            Storage::Device(c) => c.stream().0,
             _ => self.stream,
         }
     }

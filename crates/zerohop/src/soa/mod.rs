@@ -4,6 +4,9 @@
 mod arrow;
 #[cfg(all(test, feature = "arrow"))]
 mod arrow_tests;
+mod columns;
+#[cfg(test)]
+mod columns_tests;
 mod foreign;
 #[cfg(test)]
 mod foreign_tests;
@@ -16,6 +19,7 @@ mod tests;
 
 #[cfg(feature = "arrow")]
 pub use arrow::{tensor_dtype_of, ArrowExport};
+pub use columns::ColumnTable;
 pub use layout::{ColumnLayout, Layout, SOA_DEFAULT_ALIGNMENT};
 pub use schema::{ColumnKind, ColumnSpec, ComponentOrder, Schema, SchemaBuilder};
 pub use table::SoaTable;

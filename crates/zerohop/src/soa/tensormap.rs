@@ -51,6 +51,43 @@ impl TensorMapBuilder {
         self
     }
 
+    /// The groups of a spec string, in its order: groups separated by ';', each a tensor
+    /// name, a colon and its columns separated by ',' ("pos: x, y; energy"), or a bare column
+    /// (a tensor of its own name). Whitespace around names is ignored; empty groups are
+    /// skipped. The one string grammar: the C ABI's `zh_table_map` and Python's
+    /// `Table.tensors("…")` both parse with this.
+    pub fn spec(mut self, spec: &str) -> Result<Self> {
+        let before = self.groups.len();
+        for (i, group) in spec.split(';').enumerate() {
+            let group = group.trim();
+            if group.is_empty() {
+                continue;
+            }
+            let (name, columns) = match group.split_once(':') {
+                Some((name, columns)) => (name.trim(), columns),
+                None => (group, group),
+            };
+            let columns: Vec<&str> = columns.split(',').map(str::trim).collect();
+            if name.is_empty() || columns.iter().any(|c| c.is_empty()) {
+                return Err(Error::InvalidArgument {
+                    what: "spec".into(),
+                    reason: format!(
+                        "group {} ({group:?}): expected \"name: column, column\" or \"column\"",
+                        i + 1
+                    ),
+                });
+            }
+            self = self.tensor(name, &columns);
+        }
+        if self.groups.len() == before {
+            return Err(Error::InvalidArgument {
+                what: "spec".into(),
+                reason: format!("{spec:?} names no tensors"),
+            });
+        }
+        Ok(self)
+    }
+
     /// Table-scalar groups of `name` become real (n, k) tensors (a reported copy) instead of
     /// stride-0 broadcasts, for consumers such as JAX that reject stride 0.
     pub fn materialize(mut self, name: &str) -> Self {
@@ -122,6 +159,11 @@ pub struct MappedTensor {
 impl TensorMap {
     pub fn builder() -> TensorMapBuilder {
         TensorMapBuilder::default()
+    }
+
+    /// A map from a spec string (see [`TensorMapBuilder::spec`]), in the spec's order.
+    pub fn parse(spec: &str) -> Result<TensorMap> {
+        TensorMap::builder().spec(spec)?.build()
     }
 
     #[cfg_attr(not(feature = "arrow"), allow(dead_code))]

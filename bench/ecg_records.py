@@ -8,6 +8,7 @@ from 1 to 16 workers on a 16-core machine.
 Training over torchrun ranks has its own bench: bench/ecg_ddp.py.
 
     python bench/ecg_records.py [--records 128] [--max-workers 16] [--out FILE]
+    python bench/ecg_records.py --counts 128,2000 --minutes 1 --max-workers 2
 """
 
 import argparse
@@ -39,11 +40,11 @@ def make_records(folder, count, minutes):
             f"{name} 1 {RATE:g} {len(adc)}\n{name}.dat 16 200/mV 16 1024 0 0 0 MLII\n")
 
 
-def scale(folder, workers_list, threads=None):
+def scale(folder, workers_list, threads=None, paths=None):
     from zerohop.ecg.records import RecordFailure, RecordOptions, find_records
     from zerohop.ecg.workers import LocalProcesses, boot_id
 
-    paths = find_records(str(folder))
+    paths = paths if paths is not None else find_records(str(folder))
     options = RecordOptions(shared_on=boot_id(), job_pid=os.getpid())
     rows = []
     for workers in workers_list:
@@ -64,14 +65,65 @@ def scale(folder, workers_list, threads=None):
     return rows
 
 
+def open_descriptors():
+    return len(os.listdir("/proc/self/fd"))
+
+
+def counts(folder, numbers, workers):
+    """Records/s and the job's open descriptors for the first N records, for each N, with the
+    same workers: the rows of thousands of records come back through a few pooled segments
+    per worker, and that must cost neither throughput nor descriptors."""
+    import threading
+
+    from zerohop.ecg.records import find_records
+
+    paths = find_records(str(folder))
+    out = []
+    for n in numbers:
+        peak, done = [open_descriptors()], threading.Event()
+
+        def watch():
+            while not done.wait(0.02):
+                peak[0] = max(peak[0], open_descriptors())
+
+        watcher = threading.Thread(target=watch, daemon=True)
+        watcher.start()
+        ((_, _, seconds, rate, _),) = scale(folder, [workers], paths=paths[:n])
+        done.set()
+        watcher.join()
+        out.append((n, seconds, rate, peak[0]))
+    return out
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--records", type=int, default=128)
     p.add_argument("--minutes", type=float, default=30.0)
     p.add_argument("--max-workers", type=int, default=len(os.sched_getaffinity(0)))
+    p.add_argument("--counts", type=lambda v: [int(n) for n in v.split(",")],
+                   help="instead of scaling workers: records/s and peak descriptors for each "
+                   "record count (e.g. 128,2000) with --max-workers workers")
     p.add_argument("--out")
     args = p.parse_args()
     cores = len(os.sched_getaffinity(0))
+    if args.counts:
+        with tempfile.TemporaryDirectory() as tmp:
+            folder = Path(tmp)
+            make_records(folder, max(args.counts), args.minutes)
+            found = counts(folder, args.counts, args.max_workers)
+        base = found[0][2]
+        lines = [f"# The ECG job over many recordings: record counts ({date.today()})", "",
+                 f"{platform.node()}, {cores} cores, Python {platform.python_version()}; "
+                 f"synthetic WFDB records of {args.minutes:g} min at {RATE:g} Hz, "
+                 f"{args.max_workers} worker(s) (started before timing); rows back in pooled "
+                 f"shared memory (`Monotonic(Shared())` per worker). Peak descriptors: the "
+                 f"job's open files, sampled every 20 ms.", "",
+                 "| records | seconds | records/s | vs the first count | peak descriptors |",
+                 "|---:|---:|---:|---:|---:|"]
+        lines += [f"| {n:,} | {seconds:.2f} | {rate:.1f} | {rate / base:.2f}× | {peak} |"
+                  for n, seconds, rate, peak in found]
+        emit(lines, args.out)
+        return
     workers_list = [w for w in (1, 2, 4, 8, 16, 32, 64) if w <= args.max_workers]
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)

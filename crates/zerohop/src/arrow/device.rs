@@ -313,7 +313,11 @@ pub fn import_device(
             }
         }
         other => {
-            let name = schema.name().unwrap_or("").to_string();
+            // An unnamed plain array is one column named "values", as the host import names it.
+            let name = match schema.name() {
+                Some(name) if !name.is_empty() => name.to_string(),
+                _ => "values".to_string(),
+            };
             let view = leaf_view(top, other, 0, top.length as usize, device, &owner, &name)?;
             columns.push((name, view));
         }

@@ -404,6 +404,14 @@ fn import_as_cuda(array: &dyn Array) -> crate::error::Result<DeviceImport> {
 }
 
 #[test]
+fn an_unnamed_plain_device_array_is_one_column_named_values() {
+    let plain = Float32Array::from(vec![1.0, 2.0, 3.0]);
+    let imported = import_as_cuda(&plain).unwrap();
+    let names: Vec<&str> = imported.columns.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(names, ["values"], "named as the host import names it");
+}
+
+#[test]
 fn device_arrays_with_nulls_or_strings_are_refused() {
     let with_nulls = Float32Array::new(
         vec![1.0, 2.0].into(),

@@ -1,12 +1,12 @@
 """The flagship's training over torchrun ranks, side by side in one run: the whole ECG job on N
 synthetic 30-minute WFDB records (as bench/ecg_records.py makes them) with 1 and with 2
 ranks (captured CUDA-graph steps; --eager adds eager ones), for each batch asked for (the
-batch one process uses; ranks share it out, so they train as one process would). The figure that counts is the
-time to the same held-out loss (goal: 2 GPUs ≥ 1.8× one), read from each report's per-epoch
-table: the target is the best held-out loss every run reached, and each run's time is the
-first epoch end at or below it, counted from the start of training (normalisation and the
-capture included). The table also gives where an epoch's time goes: steps, and the held-out
-loss.
+batch one process uses; ranks share it out, so they train as one process would). The figure
+that counts is the time to the same held-out loss (goal: 2 GPUs ≥ 1.8× one), read from each
+report's per-epoch table: the target is the best held-out loss every run reached, and each
+run's time is the first epoch end at or below it, counted from the start of training
+(normalisation and the capture included). The table also gives where an epoch's time goes:
+steps, and the held-out loss.
 
     python bench/ecg_ddp.py [--records 128] [--minutes 30] [--epochs 20] [--batches 4096,…]
                             [--eager] [--out FILE]
@@ -48,7 +48,8 @@ def run_job(folder, ranks, device, epochs, graph, batch=None):
     used = int(re.search(r"batch (\d+)", line).group(1))
     lr = float(re.search(r"learning rate ([\d.e-]+)", line).group(1))
     return {"ranks": ranks, "graph": graph, "asked": batch, "epochs": epochs_table,
-            "steps": steps, "batch": used, "lr": lr, "captured": "CUDA graph replay" in line, "line": line}
+            "steps": steps, "batch": used, "lr": lr, "captured": "CUDA graph replay" in line,
+            "line": line}
 
 
 def time_to(run, target):

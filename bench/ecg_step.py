@@ -89,11 +89,12 @@ def main():
     args = p.parse_args()
     torch.backends.cudnn.benchmark = args.cudnn_benchmark
     device = "cuda" if torch.cuda.is_available() else "cpu"
+    cudnn = ("benchmark mode (fastest algorithm per shape, timed)" if args.cudnn_benchmark
+             else "heuristics (the default)")
     name = torch.cuda.get_device_name(0) if device == "cuda" else platform.processor()
     lines = [f"# A training step of the flagship's VAE against its batch ({date.today()})", "",
              f"{platform.node()}: {device} ({name}), torch {torch.__version__}; beats of "
-             f"{args.width} samples; mean over 60 steps after 10; cuDNN "
-             f"{'benchmark mode (fastest algorithm per shape, timed)' if args.cudnn_benchmark else 'heuristics (the default)'}.", "",
+             f"{args.width} samples; mean over 60 steps after 10; cuDNN {cudnn}.", "",
              "| batch | eager ms/step | graph ms/step | graph µs per beat | eager / graph |",
              "|---:|---:|---:|---:|---:|"]
     for batch in BATCHES:

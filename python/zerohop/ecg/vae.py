@@ -311,6 +311,7 @@ def _train(beats, epochs, batch_size, lr, seed, device, progress, capture):
     # Everything a step touches lives on the training device: the normalised beats (made once),
     # the indices, and the running loss, read once an epoch, so a step never waits for the host.
     normalised, center, scale = _normalise(parts, device)
+
     def loss(x):
         recon, mu, logvar = model(x)
         return vae_loss(recon, x, mu, logvar)
@@ -362,8 +363,9 @@ def _train(beats, epochs, batch_size, lr, seed, device, progress, capture):
     ran = len(losses)
     return {"model": model, "center": center, "scale": scale, "train_idx": train_idx,
             "test_idx": test_idx, "losses": losses, "held_out": held_out,
-            "epoch_seconds": seconds, "epoch_split": split_seconds, "test_loss": held_out[-1] if held_out else math.nan,
-            "batch_size": batch_size, "lr": lr, "epochs_run": ran, "best_epoch": best + 1,
+            "epoch_seconds": seconds, "epoch_split": split_seconds,
+            "test_loss": held_out[-1] if held_out else math.nan, "batch_size": batch_size,
+            "lr": lr, "epochs_run": ran, "best_epoch": best + 1,
             "stopped_early": ran < epochs, "steps": int(steps) * ran,
             "captured": step.captured, "why_eager": step.why_eager,
             "beats_trained": int(_all_reduce([seen], device)[0])}

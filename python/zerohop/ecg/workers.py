@@ -312,10 +312,11 @@ def _ray_record(index, path, options):
 
 class RayCluster:
     """`--ray ADDRESS` (`auto`, `ray://host:port`, or `local` to start one here): one task per
-    record, placed round the cluster's nodes in proportion to their CPUs; the rows go into Ray's object store once, and
-    come back as read-only views of it. Rows made on another node reach the job's node through
-    Ray's object transfer (a copy, counted per record). A node lost mid-run fails the records
-    it was running or whose rows only it held; the others go on."""
+    record, placed round the cluster's nodes in proportion to their CPUs; the rows go into
+    Ray's object store once, and come back as read-only views of it. Rows made on another
+    node reach the job's node through Ray's object transfer (a copy, counted per record). A
+    node lost mid-run fails the records it was running or whose rows only it held; the
+    others go on."""
 
     def __init__(self, paths, options, address):
         try:

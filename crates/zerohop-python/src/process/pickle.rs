@@ -581,13 +581,7 @@ fn _rebuild_table(
         in_band,
     } = received(data)?;
     let at = buffer.as_ptr();
-    let widest = wire_state
-        .schema
-        .columns()
-        .iter()
-        .map(|c| c.dtype.alignment())
-        .max()
-        .unwrap_or(1);
+    let widest = wire_state.element_alignment();
     let (table, copied) = wire_state.table_over(buffer, writable, in_band).py()?;
     // Data that came in band is the unpickler's own copy: one more copy is not news.
     if copied && !in_band {

@@ -112,6 +112,17 @@ impl TableState {
         }
     }
 
+    /// The alignment the widest element of the schema needs: what received host data must
+    /// start on to be viewed where it lies.
+    pub fn element_alignment(&self) -> usize {
+        self.schema
+            .columns()
+            .iter()
+            .map(|c| c.dtype.alignment())
+            .max()
+            .unwrap_or(1)
+    }
+
     /// Refuses a layout whose size is not `nbytes` (or that is not a layout at all).
     pub fn check(&self) -> Result<Layout> {
         let layout = Layout::new(&self.schema, self.rows, self.alignment)?;
@@ -138,13 +149,7 @@ impl TableState {
         self.check()?;
         check_len(&buffer, self.nbytes)?;
         let (buffer, copied) = if buffer.device().is_host_accessible() {
-            let widest = self
-                .schema
-                .columns()
-                .iter()
-                .map(|c| c.dtype.alignment())
-                .max()
-                .unwrap_or(1);
+            let widest = self.element_alignment();
             // Views need only element alignment (Ray's store aligns to 64 bytes, so a
             // 128-byte table arrives as a view reporting 64).
             let needed = if in_band {

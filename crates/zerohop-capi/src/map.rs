@@ -96,13 +96,7 @@ fn compile(spec: *const c_char, flags: u32) -> Outcome<zh_map> {
 fn apply(map: &zh_map, table: &zh_table, out: *mut *mut zh_tensors) -> Outcome {
     let tensors = match &table.table {
         Table::Soa(t) => map.map.apply(t, map.options)?,
-        Table::Columns(c) => c.map(&map.map, map.options).map_err(|e| match e {
-            zerohop::Error::Export(message) => Failure {
-                status: zh_status::ZH_UNSUPPORTED,
-                message,
-            },
-            other => other.into(),
-        })?,
+        Table::Columns(c) => c.map(&map.map, map.options)?,
     };
     let made = zh_tensors {
         tensors,

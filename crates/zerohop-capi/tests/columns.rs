@@ -129,7 +129,7 @@ fn separate_outputs_become_a_table_and_map_without_a_copy() {
 }
 
 #[test]
-fn one_buffer_calls_and_groups_across_allocations_are_unsupported() {
+fn one_buffer_calls_are_unsupported_and_groups_across_allocations_invalid() {
     let (a, _, _) = tensor(&[3]);
     let (b, _, _) = tensor(&[3]);
     let names = [c("a"), c("b")];
@@ -144,7 +144,7 @@ fn one_buffer_calls_and_groups_across_allocations_are_unsupported() {
         );
         assert_eq!(
             zh_table_map(table, c("ab: a, b").as_ptr(), 0, &mut tensors),
-            zh_status::ZH_UNSUPPORTED
+            zh_status::ZH_INVALID_ARGUMENT
         );
         assert!(
             last_error().contains("separate allocations"),

@@ -328,7 +328,8 @@ def _train(beats, epochs, batch_size, lr, seed, device, progress, capture):
         # and draws its own reparameterisation noise: one stream on every rank would give
         # each rank's rows the same noise, less than one process's batch gets.
         torch.manual_seed(seed + dist.get_rank())
-    (steps,) = _all_reduce([math.ceil(split / batch_size)], device, op="min")
+    # The fewest steps any rank has: the rank with the fewest training beats has them.
+    steps = math.ceil(int(smallest) / batch_size)
     train_on_device = train_idx.to(device)
     # Each epoch's shuffle is drawn where the indices live (the CPU generator on the CPU, so
     # CPU runs keep their order; a generator of the training device on a GPU).

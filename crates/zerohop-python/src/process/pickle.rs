@@ -255,7 +255,6 @@ pub fn reduce_table<'py>(
                     "table.to(\"cpu\") makes a host copy that pickles",
                 ));
             }
-            let layout = t.layout();
             let wire_state = TableState::of(t);
             state.set_item("schema", schema_items(py, &wire_state.schema)?)?;
             state.set_item("rows", wire_state.rows)?;
@@ -275,7 +274,7 @@ pub fn reduce_table<'py>(
                         py,
                         device.id,
                         t.buffer().as_ptr() as usize,
-                        layout.total_bytes.max(1),
+                        wire_state.nbytes.max(1),
                         stream,
                     )
                 }?;
@@ -286,7 +285,7 @@ pub fn reduce_table<'py>(
             data_of(
                 py,
                 t.buffer().as_ptr(),
-                layout.total_bytes,
+                wire_state.nbytes,
                 &owner,
                 t.is_readonly(),
                 protocol,

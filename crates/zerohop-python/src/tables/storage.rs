@@ -114,10 +114,7 @@ impl Storage {
                     },
                 )
                 .py(),
-            Storage::Device(c) => c.map(map, options).map_err(|e| match e {
-                zerohop::Error::Export(reason) => PyBufferError::new_err(reason),
-                other => to_py(other),
-            }),
+            Storage::Device(c) => c.map(map, options).py(),
         }
     }
 

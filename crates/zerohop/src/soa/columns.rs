@@ -123,10 +123,14 @@ impl ColumnTable {
             .map(|name| {
                 let columns = map.columns_of(name).unwrap_or_default();
                 let [column] = columns.as_slice() else {
-                    return Err(Error::Export(format!(
-                        "tensor {name:?} groups columns {columns:?}, which live in separate \
-                         allocations; map them one by one"
-                    )));
+                    // The fault the SoA and Arrow maps report for a group no strides describe.
+                    return Err(Error::InvalidArgument {
+                        what: format!("tensor {name:?}"),
+                        reason: format!(
+                            "its columns {columns:?} live in separate allocations, which no \
+                             strides can join; map them one by one"
+                        ),
+                    });
                 };
                 let view = self.column(column)?;
                 Ok(MappedTensor {

@@ -474,8 +474,8 @@ enum zh_status zh_table_write_column(struct zh_table *table, const char *name, D
 //
 // Ownership of all `n` tensors passes here whatever the outcome: on any error every deleter
 // has run when this returns. Such a table maps one column per tensor (a group of several
-// columns has no strided form across allocations: ZH_UNSUPPORTED), slices with
-// `zh_table_rows`, exports and writes columns; `zh_table_export` and `zh_table_column_info`
+// columns has no strided form across allocations: ZH_INVALID_ARGUMENT, as for any group no
+// strides describe), slices with `zh_table_rows`, exports and writes columns; `zh_table_export` and `zh_table_column_info`
 // (one-buffer notions) are ZH_UNSUPPORTED, and `zh_table_get_info` gives `data` NULL and
 // `nbytes` the columns' bytes.
 //

@@ -6,19 +6,24 @@ that counts is the time to the same held-out loss (goal: 2 GPUs ≥ 1.8× one), 
 report's per-epoch table: the target is the best held-out loss every run reached, and each
 run's time is the first epoch end at or below it, counted from the start of training
 (normalisation and the capture included). The table also gives where an epoch's time goes:
-steps, and the held-out loss.
+steps, and the held-out loss. `--fuse` adds runs whose steps torch.compile fused
+(`--fuse-kernels`); their time to the target is also given less the one-time warm-up,
+compilation and capture, which a long run amortises.
 
     python bench/ecg_ddp.py [--records 128] [--minutes 30] [--epochs 20] [--batches 4096,…]
-                            [--eager] [--out FILE]
+                            [--eager] [--fuse] [--out FILE]
 """
 
 import argparse
+import os
 import platform
 import re
+import signal
 import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from datetime import date
 from pathlib import Path
 
@@ -29,7 +34,7 @@ ROW = re.compile(r"^\| (\d+) \| ([\d.]+) \| ([\d.]+) \| ([\d.]+) \| ([\d.]+) \| 
                  re.M)
 
 
-def run_job(folder, ranks, device, epochs, graph, batch=None):
+def run_job(folder, ranks, device, epochs, graph, batch=None, fuse=False, limit=300):
     out = Path(tempfile.mkdtemp()) / "out"
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node",
            str(ranks), "-m", "zerohop.ecg", "--records", str(folder), "--device", device,
@@ -38,16 +43,37 @@ def run_job(folder, ranks, device, epochs, graph, batch=None):
         cmd.append("--no-cuda-graph")
     if batch is not None:
         cmd += ["--batch-size", str(batch)]
-    run = subprocess.run(cmd, capture_output=True, text=True)
-    if run.returncode != 0:
-        raise SystemExit(f"torchrun {ranks} failed:\n{run.stderr[-3000:]}")
+    if fuse:
+        cmd.append("--fuse-kernels")
+    log = out.parent / "job.log"
+    with open(log, "w") as sink:
+        # A session of its own, so a job that outlives its limit goes with all its ranks.
+        job = subprocess.Popen(cmd, stdout=sink, stderr=subprocess.STDOUT,
+                               start_new_session=True, env={**os.environ,
+                                                            "PYTHONFAULTHANDLER": "1"})
+        try:
+            code = job.wait(timeout=limit)
+        except subprocess.TimeoutExpired:
+            # SIGABRT first: each rank's faulthandler prints where its threads were.
+            os.killpg(job.pid, signal.SIGABRT)
+            time.sleep(5)
+            os.killpg(job.pid, signal.SIGKILL)
+            job.wait()
+            raise SystemExit(f"torchrun {ranks} ({' '.join(cmd[7:])}) ran past {limit} s; "
+                             f"its output:\n{log.read_text()[-12000:]}") from None
+    if code != 0:
+        raise SystemExit(f"torchrun {ranks} failed:\n{log.read_text()[-3000:]}")
     report = (out / "report.md").read_text()
     line = next(x for x in report.splitlines() if x.startswith("- training:"))
     epochs_table = [tuple(float(v) for v in m.groups()[1:]) for m in ROW.finditer(report)]
     steps = int(re.search(r"([\d,]+) steps\)", line).group(1).replace(",", ""))
     used = int(re.search(r"batch (\d+)", line).group(1))
     lr = float(re.search(r"learning rate ([\d.e-]+)", line).group(1))
+    setup = re.search(r"\(([\d.]+) s to warm up, compile and capture\)", line)
+    if fuse and setup is None:
+        raise SystemExit(f"torchrun {ranks}: the steps were not fused: {line}")
     return {"ranks": ranks, "graph": graph, "asked": batch, "epochs": epochs_table,
+            "fuse": fuse, "setup": float(setup.group(1)) if setup else None,
             "steps": steps, "batch": used, "lr": lr, "captured": "CUDA graph replay" in line,
             "line": line}
 
@@ -68,6 +94,11 @@ def main():
                    default=[0], help="batches one process would use, comma-separated (0: "
                    "the job's default): each runs with 1 and 2 ranks (which share it out)")
     p.add_argument("--eager", action="store_true", help="eager steps too (no CUDA graph)")
+    p.add_argument("--fuse", action="store_true",
+                   help="steps fused by torch.compile too, at the first batch")
+    p.add_argument("--job-seconds", type=float, default=300,
+                   help="a job still running after this long is stopped (its ranks' stacks "
+                   "are printed) and the bench fails")
     p.add_argument("--out")
     args = p.parse_args()
     import torch
@@ -76,19 +107,28 @@ def main():
     gpus = torch.cuda.device_count() if device == "cuda" else 0
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
+        begun = time.perf_counter()
         make_records(folder, args.records, args.minutes)
+        print(f"{args.records} records made in {time.perf_counter() - begun:.1f} s",
+              file=sys.stderr, flush=True)
         runs = []
-        plan = [(ranks, True, batch or None) for batch in args.batches for ranks in (1, 2)]
+        first = args.batches[0] or None
+        plan = [(ranks, True, first, True) for ranks in (1, 2)] if args.fuse else []
+        plan += [(ranks, True, batch or None, False) for batch in args.batches
+                 for ranks in (1, 2)]
         if args.eager or device != "cuda":
-            plan += [(ranks, False, args.batches[0] or None) for ranks in (1, 2)]
-        for ranks, graph, batch in plan:
+            plan += [(ranks, False, first, False) for ranks in (1, 2)]
+        for ranks, graph, batch, fuse in plan:
             if graph and device != "cuda":
                 continue
-            runs.append(run_job(folder, ranks, device, args.epochs, graph, batch))
+            begun = time.perf_counter()
+            runs.append(run_job(folder, ranks, device, args.epochs, graph, batch, fuse,
+                                args.job_seconds))
             r = runs[-1]
-            print(f"{ranks} rank(s), {'graph' if graph else 'eager'}, batch {r['batch']}: "
-                  f"{r['epochs'][-1][2]:.2f} s, held-out {r['epochs'][-1][1]:.5f}",
-                  file=sys.stderr)
+            print(f"{ranks} rank(s), {'graph' if graph else 'eager'}"
+                  f"{', fused' if fuse else ''}, batch {r['batch']}: "
+                  f"{r['epochs'][-1][2]:.2f} s, held-out {r['epochs'][-1][1]:.5f} "
+                  f"(the job: {time.perf_counter() - begun:.1f} s)", file=sys.stderr, flush=True)
     target = max(min(e[1] for e in r["epochs"]) for r in runs)
     lines = [f"# The flagship's training over torchrun ranks ({date.today()})", "",
              f"{platform.node()}: {device}, {gpus} GPU(s) "
@@ -98,7 +138,8 @@ def main():
              f"(the best every run reached). Steady epoch: median over epochs 2 on.", "",
              "| ranks | steps | batch per rank | learning rate | epochs run | best held-out | "
              "steady epoch: steps (s) | held-out (s) | ms per step | time to target (s) | "
-             "vs 1 rank, same batch |", "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+             "vs 1 rank, same batch | to target less setup (s) | vs 1 rank |",
+             "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     base = {}
     for r in runs:
         steady = r["epochs"][1:] or r["epochs"]
@@ -106,17 +147,20 @@ def main():
         held_s = statistics.median(e[4] for e in steady)
         per_epoch_steps = r["steps"] / len(r["epochs"])
         reached = time_to(r, target)
-        key = (r["graph"], r["asked"])
-        base.setdefault(key, reached)
+        key = (r["graph"], r["asked"], r["fuse"])
+        less = reached - r["setup"] if r["setup"] is not None else None
+        base.setdefault(key, (reached, less))
         mode = ("CUDA graph" if r["captured"] else "eager, asked for a graph") if r["graph"] \
             else "eager"
+        mode += ", fused" if r["fuse"] else ""
+        setup = f"{less:.2f} | {base[key][1] / less:.2f}×" if less else "– | –"
         lines.append(f"| {r['ranks']} | {mode} | {r['batch']} | {r['lr']:.3g} | "
                      f"{len(r['epochs'])} | {min(e[1] for e in r['epochs']):.5f} | "
                      f"{step_s:.3f} | {held_s:.3f} | {step_s / per_epoch_steps * 1e3:.3f} | "
-                     f"{reached:.2f} | {base[key] / reached:.2f}× |")
+                     f"{reached:.2f} | {base[key][0] / reached:.2f}× | {setup} |")
     lines += ["", "Held-out loss per epoch (seconds since training began):", ""]
     for r in runs:
-        mode = "graph" if r["graph"] else "eager"
+        mode = ("graph" if r["graph"] else "eager") + (", fused" if r["fuse"] else "")
         lines.append(f"- {r['ranks']} rank(s), {mode}, batch {r['batch']}: " + ", ".join(
             f"{h:.4f} ({t:.2f} s; {s:.2f}+{e:.2f})" for _, h, t, s, e in r["epochs"]))
     if device == "cuda" and gpus < 2:

@@ -1,9 +1,11 @@
 """Where a training step of the flagship's VAE spends its time: ms per step against the batch
 size, eager and replayed from a CUDA graph, on one device, side by side in one run. A step
 whose time grows with the batch is bound by the GPU's work; one whose time does not, by
-launching kernels (or, for a graph, by the kernels' fixed cost).
+launching kernels (or, for a graph, by the kernels' fixed cost). `--fuse` adds the step
+compiled by torch.compile (fused kernels) and replayed, at the batches `--fused-batches`
+names (each compiles anew: tens of seconds).
 
-    python bench/ecg_step.py [--width 256] [--out FILE]
+    python bench/ecg_step.py [--width 256] [--fuse] [--fused-batches 64,…] [--out FILE]
 """
 
 import argparse
@@ -20,7 +22,7 @@ from zerohop.ecg.vae import LightVAE, vae_loss
 BATCHES = (64, 128, 256, 512, 1024, 2048, 4096)
 
 
-def ms_per_step(device, width, batch, capture, steps=60):
+def ms_per_step(device, width, batch, capture, steps=60, fuse=False):
     torch.manual_seed(0)
     data = torch.randn(max(4 * batch, 8192), width, device=device)
     model = LightVAE(width).to(device)
@@ -29,7 +31,7 @@ def ms_per_step(device, width, batch, capture, steps=60):
         recon, mu, logvar = model(x)
         return vae_loss(recon, x, mu, logvar)
 
-    step = TrainingStep(model, data, loss, batch, 1e-3, capture=capture)
+    step = TrainingStep(model, data, loss, batch, 1e-3, capture=capture, fuse=fuse)
     batches = torch.randint(0, len(data), (steps + 10, batch), device=device)
     for b in batches[:10]:  # warm-up and capture
         step(b)
@@ -39,6 +41,8 @@ def ms_per_step(device, width, batch, capture, steps=60):
     for b in batches[10:]:
         step(b)
     sync()
+    if fuse and not step.fused:
+        raise SystemExit(f"batch {batch}: the step was not fused: {step.why_unfused}")
     return (time.perf_counter() - begun) / steps * 1e3, step.captured
 
 
@@ -85,8 +89,14 @@ def main():
     p.add_argument("--width", type=int, default=256)
     p.add_argument("--cudnn-benchmark", action="store_true",
                    help="let cuDNN time its algorithms for each shape and keep the fastest")
+    p.add_argument("--fuse", action="store_true",
+                   help="also the step compiled by torch.compile, replayed from a CUDA graph")
+    p.add_argument("--fused-batches", type=lambda v: [int(b) for b in v.split(",")],
+                   default=[64, 1024, 2048, 4096])
     p.add_argument("--out")
     args = p.parse_args()
+    # One compilation per batch (and model): more than dynamo keeps by default.
+    torch._dynamo.config.cache_size_limit = 64
     torch.backends.cudnn.benchmark = args.cudnn_benchmark
     device = "cuda" if torch.cuda.is_available() else "cpu"
     cudnn = ("benchmark mode (fastest algorithm per shape, timed)" if args.cudnn_benchmark
@@ -95,16 +105,21 @@ def main():
     lines = [f"# A training step of the flagship's VAE against its batch ({date.today()})", "",
              f"{platform.node()}: {device} ({name}), torch {torch.__version__}; beats of "
              f"{args.width} samples; mean over 60 steps after 10; cuDNN {cudnn}.", "",
-             "| batch | eager ms/step | graph ms/step | graph µs per beat | eager / graph |",
-             "|---:|---:|---:|---:|---:|"]
+             "| batch | eager ms/step | graph ms/step | graph µs per beat | eager / graph | "
+             "fused graph ms/step | graph / fused graph |",
+             "|---:|---:|---:|---:|---:|---:|---:|"]
     for batch in BATCHES:
         eager, _ = ms_per_step(device, args.width, batch, False)
         graph, captured = ms_per_step(device, args.width, batch, True)
+        fused = "– | –"
+        if args.fuse and batch in args.fused_batches:
+            ms, _ = ms_per_step(device, args.width, batch, True, fuse=True)
+            fused = f"{ms:.3f} | {graph / ms:.2f}×"
         if not captured:
-            lines.append(f"| {batch} | {eager:.3f} | – | – | – |")
+            lines.append(f"| {batch} | {eager:.3f} | – | – | – | {fused} |")
             continue
         lines.append(f"| {batch} | {eager:.3f} | {graph:.3f} | {graph / batch * 1e3:.2f} | "
-                     f"{eager / graph:.2f}× |")
+                     f"{eager / graph:.2f}× | {fused} |")
     if device == "cuda":
         lines += kernel_profile(args.width, 4096)
     emit(lines, args.out)

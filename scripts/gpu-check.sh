@@ -37,8 +37,10 @@ if [ "$gpus" -ge 2 ] || [ "${ONLY:-}" = ddp ]; then
   $PY -m pytest -q -rs -p no:cacheprovider $T/gpu/test_ecg_training_graph.py 2>&1 | tail -15 \
     | tee "$OUT/pytest-ddp.log"
   grep -qE "^(FAILED|ERROR)| failed" "$OUT/pytest-ddp.log" && status=1
-  $PY bench/ecg_step.py --out "$OUT/ecg_step.md" 2>&1 | tail -12 | tee "$OUT/step.log" || status=1
-  $PY bench/ecg_ddp.py --batches ${DDP_BATCHES:-0,1024} ${DDP_EAGER:+--eager} --out "$OUT/ecg_ddp.md" 2>&1 | tail -30 | tee "$OUT/ddp.log" || status=1
+  # DDP_FUSE=0 leaves out the steps fused by torch.compile (each compiles for tens of seconds).
+  fuse=$([ "${DDP_FUSE:-1}" = 1 ] && echo --fuse)
+  $PY bench/ecg_ddp.py --batches ${DDP_BATCHES:-0,1024} ${DDP_EAGER:+--eager} $fuse --out "$OUT/ecg_ddp.md" 2>&1 | tail -30 | tee "$OUT/ddp.log" || status=1
+  $PY bench/ecg_step.py $fuse ${STEP_FUSED:+--fused-batches $STEP_FUSED} --out "$OUT/ecg_step.md" 2>&1 | tail -12 | tee "$OUT/step.log" || status=1
   [ "${ONLY:-}" = ddp ] && exit $status
 fi
 $PY -m pytest -q -rs -s -p no:cacheprovider $T/gpu 2>&1 | tee "$OUT/pytest-gpu.log" || status=1

@@ -121,3 +121,92 @@ def test_the_default_batch_grows_on_a_gpu_while_epochs_keep_64_steps():
     assert default_batch("cuda", 10**6) == 4096
     assert default_batch("cuda", 64 * 2000) == 2000
     assert default_batch("cuda:1", 5000) == 1024  # a sixteenth of them, in train()
+
+
+def _trained(model, fuse, batches):
+    step = TrainingStep(model, torch.randn(64, 64, generator=torch.Generator().manual_seed(5)),
+                        _loss_of(model), 16, 1e-3, fuse=fuse)
+    for i, batch in enumerate(batches):
+        torch.manual_seed(i)
+        step(batch)
+    return step
+
+
+@pytest.mark.parametrize("where", ["compile", "first call"])
+def test_a_compiler_that_fails_leaves_the_step_unfused_and_says_why(monkeypatch, where):
+    def broken(fn, **kwargs):
+        if where == "compile":
+            raise RuntimeError("no C++ compiler found\nsecond line")
+
+        def first_call(*args):
+            raise RuntimeError("no C++ compiler found")
+        return first_call
+
+    monkeypatch.setattr(torch, "compile", broken)
+    torch.manual_seed(0)
+    ours, theirs = LightVAE(64), LightVAE(64)
+    theirs.load_state_dict(ours.state_dict())
+    batches = torch.arange(64).split(16) * 2
+    failed, plain = _trained(ours, True, batches), _trained(theirs, False, batches)
+    assert not failed.fused
+    assert failed.why_unfused == "compiling failed: RuntimeError: no C++ compiler found"
+    assert plain.why_unfused == "asked"
+    # nothing ran twice or half-way: the same training as a step never asked to fuse
+    assert torch.equal(failed.flat.values, plain.flat.values)
+    assert failed.optimiser.steps == plain.optimiser.steps == len(batches)
+
+
+def test_compiled_code_that_fails_after_it_has_worked_is_a_fault(monkeypatch):
+    calls = []
+
+    def flaky(fn, **kwargs):
+        def wrapper(*args):
+            calls.append(1)
+            if len(calls) > 3:  # the first step: Adam's dry run, forward, Adam
+                raise RuntimeError("device lost")
+            return fn(*args)
+        return wrapper
+
+    monkeypatch.setattr(torch, "compile", flaky)
+    model = LightVAE(64)
+    step = TrainingStep(model, torch.randn(64, 64), _loss_of(model), 16, 1e-3, fuse=True)
+    step(torch.arange(16))
+    assert step.fused
+    with pytest.raises(RuntimeError, match="device lost"):
+        step(torch.arange(16))
+
+
+def test_closing_drops_the_compiled_functions_and_later_steps_run_plainly(monkeypatch):
+    compiled = []
+
+    def counting(fn, **kwargs):
+        def wrapper(*args):
+            compiled.append(fn.__name__)
+            return fn(*args)
+        return wrapper
+
+    monkeypatch.setattr(torch, "compile", counting)
+    model = LightVAE(64)
+    step = TrainingStep(model, torch.randn(64, 64), _loss_of(model), 16, 1e-3, fuse=True)
+    step(torch.arange(16))
+    assert step.fused and compiled == ["update", "_forward", "update"]
+    step.close()
+    step(torch.arange(16))
+    assert step.fused  # the answer for the training that ran
+    assert compiled == ["update", "_forward", "update"]  # nothing compiled ran again
+    assert step.optimiser.steps == 2
+
+
+def test_the_report_says_how_the_steps_ran():
+    from zerohop.ecg.report import _step_mode
+
+    gpu = {"device": "cuda", "captured": True, "why_eager": None}
+    assert _step_mode({**gpu, "fused": False, "why_unfused": "asked"}) == \
+        ", each step one CUDA graph replay"
+    assert _step_mode({**gpu, "fused": True, "why_unfused": None, "setup_seconds": 14.06}) == \
+        ", each step one CUDA graph replay, kernels fused by torch.compile (14.1 s to warm " \
+        "up, compile and capture)"
+    failed = "compiling failed: RuntimeError: no C++ compiler found"
+    assert _step_mode({"device": "cpu", "captured": False, "why_eager": "not on a GPU",
+                       "fused": False, "why_unfused": failed}) == f", not fused: {failed}"
+    assert _step_mode({"device": "cpu", "fused": False, "why_unfused": "asked"}) == ""

@@ -44,6 +44,24 @@ def test_replayed_steps_train_as_eager_steps_do():
                                atol=1e-5)
 
 
+def test_fused_replayed_steps_train_as_unfused_ones_do():
+    torch.manual_seed(4)
+    data = torch.randn(2048, 128, device="cuda")
+    fused, plain = LightVAE(128).cuda(), LightVAE(128).cuda()
+    plain.load_state_dict(fused.state_dict())
+    steps = [TrainingStep(m, data, _deterministic_loss(m), 256, 1e-3, fuse=f)
+             for m, f in ((fused, True), (plain, False))]
+    for batch in torch.randperm(2048, device="cuda").split(256) * 2:
+        for step in steps:
+            step(batch)
+    assert steps[0].fused and steps[0].why_unfused is None and steps[0].captured
+    assert not steps[1].fused and steps[1].why_unfused == "asked"
+    assert steps[0].setup_seconds > 0
+    torch.testing.assert_close(steps[0].total, steps[1].total, rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(steps[0].flat.values, steps[1].flat.values, rtol=1e-3,
+                               atol=1e-5)
+
+
 def test_a_short_batch_runs_eagerly_and_the_graph_goes_on():
     data = torch.randn(1000, 64, device="cuda")
     model = LightVAE(64).cuda()

@@ -107,6 +107,10 @@ def parser():
     p.add_argument("--no-cuda-graph", action="store_true",
                    help="with --device cuda: run each training step eagerly instead of "
                    "replaying one captured CUDA graph (for comparison or troubleshooting)")
+    p.add_argument("--fuse-kernels", action="store_true",
+                   help="compile the training step with torch.compile: fewer, fused kernels "
+                   "after a compilation of tens of seconds (pays off on long recordings and "
+                   "several GPUs)")
     p.add_argument("--threads", type=_finite("--threads", 1, 1024, integer=True),
                    help="CPU threads for training (default: the cores not busy with other "
                    "work, by the load average, never fewer than the physical cores, at most 8)")
@@ -177,6 +181,7 @@ def _main(argv=None):
                     ectopic=args.ectopic, method=args.method, device=args.device,
                     epochs=args.epochs, batch_size=args.batch_size, threads=args.threads,
                     seed=args.seed, cuda_graph=not args.no_cuda_graph,
+                    fuse=args.fuse_kernels,
                     progress=_progress_mode(args),
                     plots=not args.no_plots)
     try:
@@ -210,7 +215,8 @@ def _config(args):
                   fill=args.fill,
                   method=args.method, device=args.device, epochs=args.epochs,
                   batch_size=args.batch_size, threads=args.threads, seed=args.seed,
-                  cuda_graph=not args.no_cuda_graph, progress=_progress_mode(args),
+                  cuda_graph=not args.no_cuda_graph,
+                  fuse=args.fuse_kernels, progress=_progress_mode(args),
                   plots=not args.no_plots, records=args.records, workers=args.workers,
                   ray=args.ray, dask=args.dask, stop_on_error=args.stop_on_error,
                   record_timeout=args.record_timeout, verbose=args.verbose)

@@ -32,14 +32,31 @@ class Adam:
         """Steps taken (reading it waits for the device)."""
         return int(self.count)
 
+    @property
+    def state(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor,
+                             torch.Tensor]:
+        """The tensors `update` takes, in its order."""
+        return self.values, self.grads, self.mean, self.square, self.count
+
+    @property
+    def hyperparameters(self) -> tuple[float, float, float, float]:
+        return self.lr, self.beta1, self.beta2, self.eps
+
     def step(self) -> None:
-        with torch.no_grad():
-            self.count.add_(1)
-            self.mean.lerp_(self.grads, 1 - self.beta1)
-            self.square.mul_(self.beta2).addcmul_(self.grads, self.grads, value=1 - self.beta2)
-            first = 1 - torch.pow(self.beta1, self.count)
-            second = (1 - torch.pow(self.beta2, self.count)).sqrt()
-            # values -= lr / first · mean / (sqrt(square) / second + eps)
-            denominator = self.square.sqrt().div_(second).add_(self.eps)
-            denominator.mul_(first / -self.lr)
-            self.values.addcdiv_(self.mean, denominator)
+        update(*self.state, *self.hyperparameters)
+
+
+def update(values: torch.Tensor, grads: torch.Tensor, mean: torch.Tensor, square: torch.Tensor,
+           count: torch.Tensor, lr: float, beta1: float, beta2: float, eps: float) -> None:
+    """One Adam step, in place, as a function of tensors alone: torch.compile can compile it
+    on copies of the state (see step.TrainingStep) and run the result on the real one."""
+    with torch.no_grad():
+        count.add_(1)
+        mean.lerp_(grads, 1 - beta1)
+        square.mul_(beta2).addcmul_(grads, grads, value=1 - beta2)
+        first = 1 - torch.pow(beta1, count)
+        second = (1 - torch.pow(beta2, count)).sqrt()
+        # values -= lr / first · mean / (sqrt(square) / second + eps)
+        denominator = square.sqrt().div_(second).add_(eps)
+        denominator.mul_(first / -lr)
+        values.addcdiv_(mean, denominator)

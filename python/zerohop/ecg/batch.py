@@ -252,7 +252,8 @@ def _run(config, torch, world, paths, say, total):
         begun = time.perf_counter()
         trained = train(parts, epochs=config.epochs, batch_size=config.batch_size,
                         seed=config.seed, device=world.device, progress=config.progress,
-                        threads=config.threads, cuda_graph=config.cuda_graph)
+                        threads=config.threads, cuda_graph=config.cuda_graph,
+                        fuse=config.fuse)
         train_seconds = time.perf_counter() - begun
         mu, _, _, error = embed(trained["model"], parts, trained["scale"], world.device,
                                 center=trained["center"])
@@ -290,6 +291,8 @@ def _run(config, torch, world, paths, say, total):
                    "ranks": world.size, "beats_trained": trained["beats_trained"],
                    "steps": trained["steps"], "lr": trained["lr"],
                    "captured": trained["captured"], "why_eager": trained["why_eager"],
+                   "fused": trained["fused"], "why_unfused": trained["why_unfused"],
+                   "setup_seconds": trained["setup_seconds"],
                    "losses": trained["losses"], "held_out": trained["held_out"],
                    "epoch_seconds": trained["epoch_seconds"],
                    "epoch_split": trained["epoch_split"],

@@ -46,6 +46,9 @@ class Config:
     threads: int | None = None
     #: On a GPU, each training step replays one captured CUDA graph (False: eager steps).
     cuda_graph: bool = True
+    #: Training steps compiled by torch.compile: fewer, fused kernels after a compilation of
+    #: tens of seconds, for long runs and several GPUs.
+    fuse: bool = False
     seed: int = 42
     progress: bool | str = True  # a bar; "lines": a line every few seconds; False: none
     plots: bool = True
@@ -229,7 +232,8 @@ def run(config: Config, say=print) -> Result:
         begun = time.perf_counter()
         trained = train(x, epochs=config.epochs, batch_size=config.batch_size,
                         seed=config.seed, device=config.device, progress=config.progress,
-                        threads=config.threads, cuda_graph=config.cuda_graph)
+                        threads=config.threads, cuda_graph=config.cuda_graph,
+                        fuse=config.fuse)
         stage("train LightVAE (PyTorch)", begun)
         mu, logvar, recon, error = embed(trained["model"], x, trained["scale"], config.device,
                                          center=trained["center"])
@@ -294,6 +298,8 @@ def run(config: Config, say=print) -> Result:
             outliers=outliers, plots=plots, hand_offs=hand_offs, units=data.units,
             train={"epochs": config.epochs, "batch_size": trained["batch_size"],
                    "captured": trained["captured"], "why_eager": trained["why_eager"],
+                   "fused": trained["fused"], "why_unfused": trained["why_unfused"],
+                   "setup_seconds": trained["setup_seconds"],
                    "final_loss": trained["losses"][-1], "test_loss": trained["test_loss"],
                    "device": config.device, "threads": trained["threads"],
                    "batch_asked": config.batch_size, "few": few,

@@ -23,10 +23,16 @@ def _bytes(n):
 
 def _step_mode(train):
     """How a GPU ran the training steps (nothing to say on the CPU)."""
+    fused = ""
+    if train.get("fused"):
+        fused = (f", kernels fused by torch.compile ({train['setup_seconds']:.1f} s to warm "
+                 f"up, compile and capture)")
+    elif train.get("why_unfused") not in (None, "asked"):
+        fused = f", not fused: {train['why_unfused']}"
     if train["device"] == "cpu" or "captured" not in train:
-        return ""
+        return fused
     return (", each step one CUDA graph replay" if train["captured"]
-            else f", eager steps: {train['why_eager']}")
+            else f", eager steps: {train['why_eager']}") + fused
 
 
 def _batch_note(train):

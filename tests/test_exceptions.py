@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 import zerohop
+import zerohop.cuda
 import zerohop.memory as zm
 
 
@@ -118,6 +119,15 @@ FAULTS = [
 ]
 
 
+def cuda_on_a_machine_without_it():
+    zerohop.zeros((4,), device="cuda:0")
+
+
+if not zerohop.cuda.is_available():
+    FAULTS.append((cuda_on_a_machine_without_it, (ValueError,),
+                   "cuda:0 does not exist (0 device(s) visible)"))
+
+
 @pytest.mark.parametrize("fault, classes, says", FAULTS, ids=[f.__name__ for f, _, _ in FAULTS])
 def test_each_fault_raises_its_documented_exception(fault, classes, says):
     with pytest.raises(classes[0]) as raised:
@@ -125,6 +135,19 @@ def test_each_fault_raises_its_documented_exception(fault, classes, says):
     for cls in classes:
         assert isinstance(raised.value, cls), f"{type(raised.value)} is not a {cls.__name__}"
     assert says in str(raised.value), str(raised.value)
+
+
+def test_a_failed_cuda_call_has_a_class_of_its_own():
+    """A driver call that fails (zerohop::Error::Cuda) is neither bad input nor a lack of
+    memory: `zerohop.CudaError`, a RuntimeError as torch's and CuPy's CUDA errors are, with
+    the call, the CUresult and its symbol. (The mapping from the core's error is tested in
+    Rust; a machine without a GPU cannot make the driver fail.)"""
+    assert issubclass(zerohop.CudaError, RuntimeError)
+    assert not issubclass(zerohop.CudaError, (ValueError, MemoryError))
+    assert zerohop.CudaError.__module__ == "zerohop"
+    table = open(os.path.join(os.path.dirname(__file__), "..", "docs",
+                              "hostile-inputs.md")).read()
+    assert "`zerohop.CudaError` (a `RuntimeError`" in table
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="shared memory is Linux-only")

@@ -11,6 +11,7 @@ from types import TracebackType
 
 from ._zerohop import (
     DLPACK_VERSION,
+    CudaError,
     OutOfMemoryError,
     Table,
     Tensor,
@@ -83,7 +84,8 @@ def __dir__():
 
 
 __all__ = [
-    "CopyWarning", "DLPACK_VERSION", "NoSuchColumnError", "OutOfMemoryError", "Table",
+    "CopyWarning", "CudaError", "DLPACK_VERSION", "NoSuchColumnError", "OutOfMemoryError",
+    "Table",
     "Tensor", "__version__", "pickling",
     "cuda", "ecg", "from_arrow", "from_dlpack", "memory", "zeros",
 ]

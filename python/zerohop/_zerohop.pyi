@@ -42,6 +42,7 @@ __all__ = [
     "_rebuild_table",
     "_pickling_across_machines",
     "OutOfMemoryError",
+    "CudaError",
     "memory",
     "ecg",
     "cuda",
@@ -65,6 +66,13 @@ class OutOfMemoryError(MemoryError):
     requested: int
     in_use: int
     limit: int
+
+class CudaError(RuntimeError):
+    # Set on every instance zerohop raises: the call zerohop made, the driver's CUresult
+    # and its symbol (CUDA_ERROR_ILLEGAL_ADDRESS, ...).
+    call: str
+    code: int
+    name: str
 
 @type_check_only
 class _ArrayInterface(TypedDict):

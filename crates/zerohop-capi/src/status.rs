@@ -70,9 +70,7 @@ impl From<zerohop::Error> for Failure {
             | E::UnsupportedVersion { .. }
             | E::NotHostAccessible { .. }
             | E::NotContiguous(_) => zh_status::ZH_UNSUPPORTED,
-            E::InvalidArgument { what, .. } if what.starts_with("CUDA") => {
-                zh_status::ZH_DEVICE_ERROR
-            }
+            E::Cuda { .. } | E::CudaUnavailable { .. } => zh_status::ZH_DEVICE_ERROR,
             E::NoSuchColumn { .. } => zh_status::ZH_NOT_FOUND,
             _ => zh_status::ZH_INVALID_ARGUMENT,
         };
@@ -170,5 +168,48 @@ pub(crate) unsafe fn release<T>(ptr: *mut T) {
     if !ptr.is_null() {
         // SAFETY: per the contract: a Box leaked by `give`, freed once.
         drop(unsafe { Box::from_raw(ptr) });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use zerohop::Error as E;
+
+    fn status(err: E) -> zh_status {
+        Failure::from(err).status
+    }
+
+    #[test]
+    fn each_typed_error_has_its_status_whatever_its_words() {
+        let invalid = |what: &str| E::InvalidArgument {
+            what: what.into(),
+            reason: "r".into(),
+        };
+        let cuda = E::Cuda {
+            call: "memset".into(),
+            code: 700,
+            name: "CUDA_ERROR_ILLEGAL_ADDRESS".into(),
+            description: "an illegal memory access was encountered".into(),
+        };
+        let unavailable = E::CudaUnavailable {
+            what: "CUDA device".into(),
+            reason: "cuda:0 does not exist (0 device(s) visible)".into(),
+        };
+        assert_eq!(status(cuda), zh_status::ZH_DEVICE_ERROR);
+        assert_eq!(status(unavailable), zh_status::ZH_DEVICE_ERROR);
+        // A bad device number or a handle refused is the caller's, though it names CUDA.
+        assert_eq!(
+            status(invalid("CUDA device")),
+            zh_status::ZH_INVALID_ARGUMENT
+        );
+        assert_eq!(status(invalid("CUDA IPC")), zh_status::ZH_INVALID_ARGUMENT);
+        let missing = E::NoSuchColumn {
+            name: "x".into(),
+            columns: "a".into(),
+        };
+        assert_eq!(status(missing), zh_status::ZH_NOT_FOUND);
+        assert_eq!(status(E::Wire("w".into())), zh_status::ZH_INVALID_ARGUMENT);
+        assert_eq!(status(E::ReadOnly("t".into())), zh_status::ZH_READ_ONLY);
     }
 }

@@ -39,6 +39,7 @@ fn _zerohop(m: &Bound<'_, PyModule>) -> PyResult<()> {
         "OutOfMemoryError",
         m.py().get_type::<base::errors::OutOfMemoryError>(),
     )?;
+    m.add("CudaError", m.py().get_type::<base::errors::CudaError>())?;
     let memory = PyModule::new(m.py(), "memory")?;
     memory.setattr(
         "__doc__",

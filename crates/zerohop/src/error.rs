@@ -61,4 +61,17 @@ pub enum Error {
     /// A table has no column of this name (`columns`: the names it has, comma-separated).
     #[error("invalid column: no column named {name:?} (columns: {columns})")]
     NoSuchColumn { name: String, columns: String },
+    /// A CUDA driver call failed: `call` says what zerohop asked, `code` is the driver's
+    /// `CUresult`, `name` its symbol (`CUDA_ERROR_ILLEGAL_ADDRESS`, …).
+    #[error("CUDA {call} failed: {name} (CUresult {code}): {description}")]
+    Cuda {
+        call: String,
+        code: i32,
+        name: String,
+        description: String,
+    },
+    /// CUDA was asked for on a machine or build without it (no driver, no GPU, or zerohop
+    /// built without its `cuda` feature).
+    #[error("{what}: {reason}")]
+    CudaUnavailable { what: String, reason: String },
 }

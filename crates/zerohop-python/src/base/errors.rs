@@ -1,6 +1,8 @@
 //! zerohop errors become Python exceptions here and nowhere else, with the same message.
 
-use pyo3::exceptions::{PyBufferError, PyMemoryError, PyOSError, PyTypeError, PyValueError};
+use pyo3::exceptions::{
+    PyBufferError, PyMemoryError, PyOSError, PyRuntimeError, PyTypeError, PyValueError,
+};
 use pyo3::prelude::*;
 use pyo3::PyErr;
 use zerohop::Error;
@@ -11,6 +13,25 @@ pyo3::create_exception!(
     PyMemoryError,
     "A memory limit refused an allocation; `requested`, `in_use` and `limit` are in bytes."
 );
+
+pyo3::create_exception!(
+    zerohop,
+    CudaError,
+    PyRuntimeError,
+    "A CUDA driver call failed; `call` says which, `code` is the driver's CUresult and `name` \
+     its symbol (CUDA_ERROR_ILLEGAL_ADDRESS, ...)."
+);
+
+fn cuda_error(message: String, call: String, code: i32, name: String) -> PyErr {
+    let err = CudaError::new_err(message);
+    Python::attach(|py| {
+        let value = err.value(py);
+        let _ = value.setattr("call", call);
+        let _ = value.setattr("code", code);
+        let _ = value.setattr("name", name);
+    });
+    err
+}
 
 fn limit_error(message: String, requested: usize, in_use: usize, limit: usize) -> PyErr {
     let err = OutOfMemoryError::new_err(message);
@@ -31,7 +52,12 @@ pub fn to_py(err: Error) -> PyErr {
             in_use,
             limit,
         } => limit_error(message, requested, in_use, limit),
-        Error::InvalidArgument { .. } | Error::Wire(_) => PyValueError::new_err(message),
+        Error::Cuda {
+            call, code, name, ..
+        } => cuda_error(message, call, code, name),
+        Error::InvalidArgument { .. } | Error::Wire(_) | Error::CudaUnavailable { .. } => {
+            PyValueError::new_err(message)
+        }
         Error::NoSuchColumn { .. } => no_such_column(message),
         Error::OutOfMemory { .. } => PyMemoryError::new_err(message),
         Error::System { errno, .. } => PyOSError::new_err((errno, message)),

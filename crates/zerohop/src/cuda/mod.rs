@@ -24,9 +24,20 @@ pub use resources::{
 pub const LEGACY_STREAM: Stream = Stream(1);
 
 pub(crate) fn driver_error(what: &str, err: result::DriverError) -> Error {
-    Error::InvalidArgument {
-        what: format!("CUDA {what}"),
-        reason: format!("{err:?}"),
+    // The description comes from the driver, which is loaded whenever a call could fail.
+    // SAFETY: only asks the loader whether libcuda can be opened.
+    let description = if unsafe { sys::is_culib_present() } {
+        err.error_string()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_default()
+    } else {
+        String::new()
+    };
+    Error::Cuda {
+        call: what.into(),
+        code: err.0 as i32,
+        name: format!("{:?}", err.0),
+        description,
     }
 }
 
@@ -58,6 +69,12 @@ pub fn bind(ordinal: i32) -> Result<()> {
     const MAX_DEVICES: usize = 64;
     static CONTEXTS: OnceLock<Vec<OnceLock<usize>>> = OnceLock::new();
     let count = device_count();
+    if count == 0 {
+        return Err(Error::CudaUnavailable {
+            what: "CUDA device".into(),
+            reason: format!("cuda:{ordinal} does not exist (0 device(s) visible)"),
+        });
+    }
     if ordinal < 0 || ordinal as usize >= count {
         return Err(Error::InvalidArgument {
             what: "CUDA device".into(),
@@ -129,7 +146,7 @@ pub fn synchronize(device: i32, stream: Stream) -> Result<()> {
 /// The device a CUDA pointer belongs to (the CUDA array interface carries none).
 pub fn pointer_device(ptr: usize) -> Result<i32> {
     if !is_available() {
-        return Err(Error::InvalidArgument {
+        return Err(Error::CudaUnavailable {
             what: "CUDA pointer".into(),
             reason: format!("0x{ptr:x}: CUDA is not available on this machine (no driver or GPU)"),
         });
@@ -144,7 +161,11 @@ pub fn pointer_device(ptr: usize) -> Result<i32> {
         )
         .result()
     }
-    .map_err(|e| driver_error(&format!("pointer 0x{ptr:x}"), e))?;
+    // A pointer the driver does not know is the caller's mistake, not the driver's failure.
+    .map_err(|e| Error::InvalidArgument {
+        what: "CUDA pointer".into(),
+        reason: format!("0x{ptr:x} is not memory the CUDA driver knows ({e:?})"),
+    })?;
     Ok(ordinal)
 }
 
@@ -314,4 +335,46 @@ pub unsafe fn copy_async(
 pub fn memory_info(device: i32) -> Result<(usize, usize)> {
     bind(device)?;
     result::mem_get_info().map_err(|e| driver_error("memory info", e))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_failed_driver_call_is_a_cuda_error_with_its_code() {
+        let err = driver_error(
+            "memset",
+            result::DriverError(sys::CUresult::CUDA_ERROR_ILLEGAL_ADDRESS),
+        );
+        let Error::Cuda {
+            call, code, name, ..
+        } = &err
+        else {
+            panic!("not a CUDA error: {err:?}");
+        };
+        assert_eq!((call.as_str(), *code), ("memset", 700));
+        assert_eq!(name, "CUDA_ERROR_ILLEGAL_ADDRESS");
+        assert!(
+            err.to_string()
+                .starts_with("CUDA memset failed: CUDA_ERROR_ILLEGAL_ADDRESS (CUresult 700)"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn a_machine_without_a_gpu_is_cuda_unavailable_and_a_missing_ordinal_a_bad_argument() {
+        if device_count() == 0 {
+            let err = bind(0).unwrap_err();
+            assert!(matches!(err, Error::CudaUnavailable { .. }), "{err:?}");
+            assert!(err
+                .to_string()
+                .contains("cuda:0 does not exist (0 device(s) visible)"));
+            let err = pointer_device(0xdead_0000).unwrap_err();
+            assert!(matches!(err, Error::CudaUnavailable { .. }), "{err:?}");
+        } else {
+            let err = bind(device_count() as i32).unwrap_err();
+            assert!(matches!(err, Error::InvalidArgument { .. }), "{err:?}");
+        }
+    }
 }

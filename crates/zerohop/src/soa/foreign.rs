@@ -65,7 +65,7 @@ fn check_device(ptr: NonNull<u8>, device: Device) -> Result<()> {
         Ok(())
     }
     #[cfg(not(feature = "cuda"))]
-    Err(Error::InvalidArgument {
+    Err(Error::CudaUnavailable {
         what: "CUDA memory".into(),
         reason: format!("{ptr:p} on {device}: this build of zerohop has no CUDA support"),
     })

@@ -516,7 +516,7 @@ fn copy_between_devices(src: &Buffer, dst: &Buffer, bytes: usize, stream: Stream
 
 #[cfg(not(feature = "cuda"))]
 fn copy_between_devices(src: &Buffer, dst: &Buffer, _bytes: usize, _stream: Stream) -> Result<()> {
-    Err(Error::InvalidArgument {
+    Err(Error::CudaUnavailable {
         what: "table copy".into(),
         reason: format!(
             "from {} to {} needs zerohop's cuda feature",

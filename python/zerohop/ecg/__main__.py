@@ -167,6 +167,10 @@ def main(argv=None):
 def _main(argv=None):
     p = parser()
     args = p.parse_args(argv)
+    if args.device == "cpu":
+        from .vae import keep_freed_memory
+
+        keep_freed_memory()  # CPU training steps reuse their freed activations
     if args.records is None and (args.ray or args.dask or args.workers != 1
                                  or args.stop_on_error or args.record_timeout is not None):
         p.error("--workers, --ray, --dask, --record-timeout and --stop-on-error go with "

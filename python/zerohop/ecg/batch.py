@@ -256,6 +256,7 @@ def _run(config, torch, world, paths, say, total):
                         fuse=config.fuse)
         train_seconds = time.perf_counter() - begun
         mu, _, _, error = embed(trained["model"], parts, trained["scale"], world.device,
+                                reconstructions=False,
                                 center=trained["center"])
         mine = {"mu": {r.index: m.numpy() for r, m in
                        zip(records, mu.split([int(p.shape[0]) for p in parts]))},

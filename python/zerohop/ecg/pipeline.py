@@ -22,6 +22,9 @@ MARGIN_S = 5.0
 #: Below this many beats the model is still trained, with a warning in the output and the
 #: report: its latent space and outlier ranking say little about so few beats.
 FEW_BEATS = 50
+#: The figure of the recording's start draws its first 8 s; the job keeps this much of the
+#: detector's energy for it and frees the rest before training.
+ENERGY_SHOWN_S = 10.0
 
 
 @dataclass
@@ -224,6 +227,18 @@ def run(config: Config, say=print) -> Result:
         if few:
             say(f"warning: {few}")
 
+        # The figures draw the detector's energy over the first seconds only: keep those, so
+        # a day-long record's curvature and energy (2 × 124 MB) do not live through training.
+        energy_name = "energy" if "energy" in seg else "curvature"
+        shown = min(int(seg[energy_name].shape[0]), int(ENERGY_SHOWN_S * rate))
+        if on_gpu:
+            energy_shown = torch.from_dlpack(seg[energy_name])[:shown].cpu().numpy()
+            moved_to_host.append(energy_shown.nbytes)
+        else:
+            energy_shown = np.from_dlpack(seg[energy_name])[:shown].copy()
+        for name in ("curvature", "energy"):
+            seg.pop(name, None)
+
         begun = time.perf_counter()
         x = hand_off("zerohop beats → torch.from_dlpack", beats, torch.from_dlpack(beats))
         stage("beats → PyTorch (DLPack)", begun)
@@ -235,8 +250,8 @@ def run(config: Config, say=print) -> Result:
                         threads=config.threads, cuda_graph=config.cuda_graph,
                         fuse=config.fuse)
         stage("train LightVAE (PyTorch)", begun)
-        mu, logvar, recon, error = embed(trained["model"], x, trained["scale"], config.device,
-                                         center=trained["center"])
+        mu, _, _, error = embed(trained["model"], x, trained["scale"], config.device,
+                                center=trained["center"], reconstructions=False)
 
         begun = time.perf_counter()
         back = {name: hand_off(f"torch {name} → zerohop.from_dlpack", t, zerohop.from_dlpack(t))
@@ -280,7 +295,7 @@ def run(config: Config, say=print) -> Result:
                            + trained["center"]).squeeze(1).cpu().numpy()
             plots = write_plots(
                 staging.path, signal=data.numpy_signal(), units=data.units,
-                energy=host("energy") if "energy" in seg else host("curvature"),
+                energy=energy_shown,
                 r_peaks=r_peaks, truth=data.truth, params=params, beats=host("beats"),
                 beat_peaks=beat_peaks, mu=mu_np, error=err, losses=trained["losses"],
                 held_out=trained["held_out"], best_epoch=trained["best_epoch"],

@@ -2,17 +2,77 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypedDict
+
 import numpy as np
+from numpy.typing import NDArray
 
-from .report import _bytes, _step_mode
+from .report import StepInfo, _bytes, _step_mode
+
+if TYPE_CHECKING:
+    from .records import RecordBeats, RecordFailure
 
 
-def _percent(x):
+class BatchTrainSummary(StepInfo):
+    """What the report over many recordings says of training (over every rank)."""
+
+    epochs: int
+    batch_size: int
+    lr: float
+    threads: int
+    ranks: int
+    beats_trained: int
+    steps: int
+    final_loss: float
+    test_loss: float
+    #: Per epoch: training loss, held-out loss, seconds since training began, and
+    #: (seconds in the training steps, seconds measuring the held-out loss).
+    losses: list[float]
+    held_out: list[float]
+    epoch_seconds: list[float]
+    epoch_split: list[tuple[float, float]]
+    converged: str
+
+
+class Pooled(TypedDict):
+    """Detection pooled over the scored records."""
+
+    records: int
+    tp: int
+    fp: int
+    fn: int
+    sensitivity: float
+    ppv: float
+    f1: float
+
+
+class RowsHandOff(TypedDict):
+    """A record's rows handed to PyTorch: where they lived, and the bytes copied on the way."""
+
+    record: str
+    place: str
+    bytes: int
+    copied: int
+    same: bool
+
+
+class BatchOutlier(TypedDict):
+    record: str
+    time: float
+    error: float
+
+
+def _percent(x: float) -> str:
     return f"{x * 100:.2f} %"
 
 
-def write_batch_report(path, *, backend, records, failures, hand_offs, copied, pooled, outliers,
-                       plots, detect_seconds, train_seconds, train):
+def write_batch_report(path: Path, *, backend: str, records: Sequence[RecordBeats],
+                       failures: Sequence[RecordFailure], hand_offs: Sequence[RowsHandOff],
+                       copied: int, pooled: Pooled | None, outliers: Sequence[BatchOutlier],
+                       plots: Mapping[str, Path], detect_seconds: float, train_seconds: float,
+                       train: BatchTrainSummary) -> Path:
     beats = sum(r.rows for r in records)
     total = len(records) + len(failures)
     lines = [
@@ -85,11 +145,17 @@ def write_batch_report(path, *, backend, records, failures, hand_offs, copied, p
     return path
 
 
-def write_batch_plots(out, records, offsets, mu, losses, held_out=None, best_epoch=None):
-    from .plots import _pyplot, draw_losses
+def write_batch_plots(out: Path, records: Sequence[RecordBeats],
+                      offsets: NDArray[np.integer[Any]], mu: NDArray[np.floating[Any]],
+                      losses: Sequence[float],
+                      held_out: Sequence[float] | None = None,
+                      best_epoch: int | None = None) -> dict[str, Path]:
+    from .plots import _use_agg, draw_losses
 
-    plt = _pyplot()
-    paths = {}
+    _use_agg()
+    import matplotlib.pyplot as plt
+
+    paths: dict[str, Path] = {}
     fig, ax = plt.subplots(figsize=(6, 4))
     draw_losses(ax, losses, held_out, best_epoch)
     ax.set_title("LightVAE training and held-out loss")

@@ -4,23 +4,34 @@ when a CSV file does not say)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
 import numpy as np
+from numpy.typing import NDArray
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
+
+    from .._zerohop_ecg import _Params
+    from .sources import Truth
 
 
-def _pyplot():
+def _use_agg() -> None:
+    """Selects matplotlib's headless backend; call it before importing matplotlib.pyplot."""
     import matplotlib
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
 
 
-def amplitude_label(units):
+def amplitude_label(units: str | None) -> str:
     return f"amplitude ({units})" if units else "amplitude (signal units)"
 
 
-def _classes_of(beat_peaks, truth, tolerance):
+def _classes_of(beat_peaks: NDArray[Any], truth: Truth | None,
+                tolerance: float) -> NDArray[np.str_] | None:
     """The reference symbol of each beat row (nearest annotation within tolerance), or '?'."""
     if truth is None or len(truth.samples) == 0:
         return None
@@ -34,16 +45,24 @@ def _classes_of(beat_peaks, truth, tolerance):
     return np.where(close, symbols[nearest], "?")
 
 
-def write_plots(out, *, signal, units, energy, r_peaks, truth, params, beats, beat_peaks, mu,
-                error, losses, decoded, grid, held_out=None, best_epoch=None):
+def write_plots(out: Path, *, signal: NDArray[Any], units: str | None,
+                energy: NDArray[Any], r_peaks: NDArray[Any],
+                truth: Truth | None, params: _Params, beats: NDArray[Any],
+                beat_peaks: NDArray[Any], mu: NDArray[Any],
+                error: NDArray[Any], losses: Sequence[float],
+                decoded: NDArray[Any], grid: Sequence[tuple[float, float]],
+                held_out: Sequence[float] | None = None,
+                best_epoch: int | None = None) -> dict[str, Path]:
     """Writes the figures to `out` and returns {name: path}. Every array is a NumPy view of
     zerohop or torch memory on the CPU (nothing is copied to plot it)."""
-    plt = _pyplot()
+    _use_agg()
+    import matplotlib.pyplot as plt
+
     rate = params["rate"]
     amp = amplitude_label(units)
-    paths = {}
+    paths: dict[str, Path] = {}
 
-    def save(fig, name, layout=True):
+    def save(fig: Figure, name: str, layout: bool = True) -> None:
         path = out / f"{name}.png"
         if layout:
             fig.tight_layout()
@@ -127,7 +146,8 @@ def write_plots(out, *, signal, units, energy, r_peaks, truth, params, beats, be
     ax.set_ylabel("latent μ₂ (a.u.)")
     ax.legend(fontsize=8)
     ax.set_title("Latent space of every beat" if shown_all else
-                 f"Latent space: {len(drawn):,} of {total_beats:,} beats (the 50 most outlying among them)")
+                 f"Latent space: {len(drawn):,} of {total_beats:,} beats (the 50 most outlying "
+                 f"among them)")
     save(fig, "latent")
 
     side = int(round(len(decoded) ** 0.5))
@@ -164,7 +184,8 @@ def write_plots(out, *, signal, units, energy, r_peaks, truth, params, beats, be
     return paths
 
 
-def draw_losses(ax, losses, held_out=None, best_epoch=None):
+def draw_losses(ax: Axes, losses: Sequence[float], held_out: Sequence[float] | None = None,
+                best_epoch: int | None = None) -> None:
     """Training and held-out loss per epoch, and the epoch whose held-out loss was lowest."""
     epochs = np.arange(1, len(losses) + 1)
     ax.plot(epochs, losses, marker="o", ms=3, label="training")
@@ -178,7 +199,8 @@ def draw_losses(ax, losses, held_out=None, best_epoch=None):
     ax.legend(fontsize=8)
 
 
-def _sample_with(n, most, keep):
+def _sample_with(n: int, most: int,
+                 keep: NDArray[np.integer[Any]]) -> NDArray[np.integer[Any]]:
     """Up to `most` of `n` indices, evenly spread (seeded), always including `keep`; sorted."""
     if n <= most:
         return np.arange(n)

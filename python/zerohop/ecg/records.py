@@ -13,13 +13,23 @@ import glob
 import os
 import socket
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
+from numpy.typing import NDArray
 
 from . import sources
 from .errors import EcgInputError
+
+if TYPE_CHECKING:
+    from zerohop.memory import Resource
+
+    from .._zerohop import Tensor
+    from .report import Accuracy
+    from .sources import Truth
 
 #: Fault injection for the tests: a worker that reaches the record of this name kills itself
 #: with SIGKILL, as the kernel's OOM killer would.
@@ -28,7 +38,7 @@ KILL_SWITCH = "ZEROHOP_ECG_KILL_WORKER_ON"
 STOP_SWITCH = "ZEROHOP_ECG_STOP_WORKER_ON"
 
 
-def boot_id():
+def boot_id() -> str | None:
     """This machine's boot id (Linux), or None: shared memory is only for the same boot."""
     try:
         return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
@@ -61,13 +71,14 @@ class RecordBeats:
     description: str
     rate: float
     samples: int
-    beats: object
+    #: None in the copies torchrun's ranks exchange (batch.py): they carry no rows.
+    beats: Tensor | None
     rows: int
     width: int
-    beat_peaks: np.ndarray
+    beat_peaks: NDArray[np.int64]
     detected: int
     bpm: float
-    accuracy: dict | None
+    accuracy: Accuracy | None
     seconds: float
     worker: str
     #: Under Ray: the node that made the rows, and the bytes Ray moved between nodes to bring
@@ -109,11 +120,11 @@ def find_records(spec: str) -> list[Path]:
 #: (made at the first such record). Monotonic: the job maps one segment per chunk, not one per
 #: record (a descriptor each), and a result freed here once the job mapped it is never written
 #: over, so workers need not hold what they sent.
-_ROWS_MEMORY = None
+_ROWS_MEMORY: Resource | None = None
 ROWS_CHUNK = 64 << 20
 
 
-def _memory_for_rows(options):
+def _memory_for_rows(options: RecordOptions) -> None:
     global _ROWS_MEMORY
     import zerohop.memory as zm
 
@@ -125,10 +136,15 @@ def _memory_for_rows(options):
         zm.reset_current()
 
 
-def process_record(index: int, path: str, options: RecordOptions) -> RecordBeats:
+def process_record(index: int, path: str | os.PathLike[str],
+                   options: RecordOptions) -> RecordBeats:
     """Reads one recording, detects its beats and cuts their rows (runs in a worker)."""
     from . import segment
     from .pipeline import Config, _accuracy, _check_detection
+
+    # pipeline.py is not annotated yet: the types of its two helpers, as used here.
+    accuracy_of = cast("Callable[[NDArray[Any], Truth, float, int], Accuracy]", _accuracy)
+    check_detection = cast("Callable[[NDArray[Any], str, float], float]", _check_detection)
 
     begun = time.perf_counter()
     path = Path(path)
@@ -140,9 +156,10 @@ def process_record(index: int, path: str, options: RecordOptions) -> RecordBeats
             os.kill(os.getpid(), signal.SIGKILL)
         if os.environ.get(STOP_SWITCH) == name:
             os.kill(os.getpid(), signal.SIGSTOP)
-    config = Config(rate=options.rate if path.suffix == ".csv" else None, column=options.column,
+    is_csv = path.suffix == ".csv"
+    config = Config(rate=options.rate if is_csv else None, column=options.column,
                     delimiter=options.delimiter, fill=options.fill,
-                    **({"csv": path} if path.suffix == ".csv" else {"wfdb": path.with_suffix("")}))
+                    csv=path if is_csv else None, wfdb=None if is_csv else path.with_suffix(""))
     data = sources.load(config, say=lambda *_: None)
     _memory_for_rows(options)
     try:
@@ -152,8 +169,8 @@ def process_record(index: int, path: str, options: RecordOptions) -> RecordBeats
 
         zm.reset_current()
     r_peaks = np.from_dlpack(seg["r_peaks"])
-    bpm = _check_detection(r_peaks, data.description, data.rate)
-    accuracy = (_accuracy(r_peaks, data.truth, data.rate, data.samples)
+    bpm = check_detection(r_peaks, data.description, data.rate)
+    accuracy = (accuracy_of(r_peaks, data.truth, data.rate, data.samples)
                 if data.truth is not None else None)
     return RecordBeats(
         index=index, name=name, description=data.description, rate=data.rate,

@@ -2,6 +2,105 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Literal, NotRequired, TypeAlias, TypedDict
+
+if TYPE_CHECKING:
+    from .._zerohop_ecg import _Params
+
+
+class ClassScore(TypedDict):
+    """One annotation class's line of the accuracy table."""
+
+    symbol: str
+    beats: int
+    found: int
+
+
+class ScoredAccuracy(TypedDict):
+    """Detection against reference annotations (pipeline._accuracy), scored."""
+
+    scored: Literal[True]
+    sensitivity: float
+    ppv: float
+    f1: float
+    tp: int
+    fp: int
+    fn: int
+    tolerance_ms: float
+    margin_s: float
+    classes: list[ClassScore]
+    reference: str
+
+
+class UnscoredAccuracy(TypedDict):
+    """Detection against reference annotations, not scored; `why` says why (a recording
+    too short, or no reference beat between the margins left out)."""
+
+    scored: Literal[False]
+    why: str
+    reference: str
+    tolerance_ms: float
+    margin_s: float
+
+
+Accuracy: TypeAlias = ScoredAccuracy | UnscoredAccuracy
+
+
+class Counts(TypedDict):
+    """Samples read, candidate beats, R peaks detected, beat rows for the model, peaks too
+    close to the recording's ends for a row, and the median heart rate (bpm)."""
+
+    samples: int
+    candidates: int
+    detected: int
+    beats: int
+    edge_dropped: int
+    bpm: float
+
+
+class Outlier(TypedDict):
+    """One of the most outlying beats: its row, its R peak (sample) and time (s)."""
+
+    beat: int
+    peak: int
+    time: float
+    error: float
+
+
+class StepInfo(TypedDict):
+    """How the training steps ran (from vae.train). The keys but `device` may be missing: a
+    caller that knows nothing of CUDA graphs or fusion leaves them out."""
+
+    device: str
+    captured: NotRequired[bool]
+    why_eager: NotRequired[str | None]
+    fused: NotRequired[bool]
+    why_unfused: NotRequired[str | None]
+    setup_seconds: NotRequired[float]
+
+
+class TrainSummary(StepInfo):
+    """What the single-recording report says of training."""
+
+    epochs: int
+    batch_size: int
+    #: --batch-size, or None when the default was used.
+    batch_asked: int | None
+    final_loss: float
+    test_loss: float
+    threads: int
+    #: The few-beats warning, or None.
+    few: str | None
+    converged: str
+
+
+#: (stage, seconds, bytes copied)
+Stage: TypeAlias = tuple[str, float, int]
+#: (from → to, the address handed over, whether both sides had the same address)
+HandOff: TypeAlias = tuple[str, int, bool]
+
 #: What the MIT-BIH beat symbols mean, for the accuracy table.
 BEAT_CLASSES = {
     "N": "normal", "L": "left bundle branch block", "R": "right bundle branch block",
@@ -14,14 +113,15 @@ BEAT_CLASSES = {
 }
 
 
-def _bytes(n):
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if n < 1024 or unit == "GiB":
+def _bytes(n: float) -> str:
+    for unit in ("B", "KiB", "MiB"):
+        if n < 1024:
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
         n /= 1024
+    return f"{n:.1f} GiB"
 
 
-def _step_mode(train):
+def _step_mode(train: StepInfo) -> str:
     """How a GPU ran the training steps (nothing to say on the CPU)."""
     fused = ""
     if train.get("fused"):
@@ -35,14 +135,14 @@ def _step_mode(train):
             else f", eager steps: {train['why_eager']}") + fused
 
 
-def _batch_note(train):
+def _batch_note(train: TrainSummary) -> str:
     if train["batch_asked"] is None or train["batch_size"] >= train["batch_asked"]:
         return ""
     return (f" (asked {train['batch_asked']}: a batch is at most a sixteenth of the training "
             f"beats, at least 16, so a short recording still gets 16 optimiser steps an epoch)")
 
 
-def _method_line(method, params):
+def _method_line(method: str, params: _Params) -> str:
     rate = params["rate"]
     if method == "blog":
         return (f"- segmentation: the blog's method (Ricker width {params['ricker_width']}, "
@@ -56,7 +156,7 @@ def _method_line(method, params):
             f"{params['after'] / rate:.2f} s after its R peak, zero-padded")
 
 
-def _accuracy_lines(accuracy):
+def _accuracy_lines(accuracy: Accuracy) -> list[str]:
     a = accuracy
     if not a["scored"]:
         return ["", f"## Beat detection against {a['reference']}", "",
@@ -85,8 +185,10 @@ def _accuracy_lines(accuracy):
     return lines
 
 
-def write_report(path, *, source, params, method, stages, counts, accuracy, outliers, plots,
-                 train, hand_offs, units):
+def write_report(path: Path, *, source: str, params: _Params, method: str,
+                 stages: Sequence[Stage], counts: Counts, accuracy: Accuracy | None,
+                 outliers: Sequence[Outlier], plots: Mapping[str, Path], train: TrainSummary,
+                 hand_offs: Sequence[HandOff], units: str | None) -> Path:
     rate = params["rate"]
     lines = [
         "# zerohop ECG pipeline report",

@@ -9,14 +9,24 @@ from __future__ import annotations
 
 import math
 import os
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, TypedDict, overload
 
 import numpy as np
+from numpy.typing import NDArray
 
 import zerohop
 
 from .errors import EcgInputError
+
+if TYPE_CHECKING:
+    import torch
+
+    from .._zerohop import Table, Tensor
+    from .pipeline import Config
 
 RATE_RANGE = (50.0, 100_000.0)
 #: DLPack's device type of CUDA memory.
@@ -31,14 +41,14 @@ BYTES_PER_SAMPLE = 32
 class Truth:
     """Reference beats: sample indices and their annotation symbols (N, V, A, …)."""
 
-    samples: np.ndarray
-    symbols: list
+    samples: NDArray[np.int64]
+    symbols: list[str]
     name: str
 
 
 @dataclass
 class Input:
-    signal: object  # a 1-d float32 zerohop tensor (a column of a zerohop Table)
+    signal: Tensor  # 1-d float32 (a column of a zerohop Table)
     rate: float
     samples: int
     description: str
@@ -46,16 +56,17 @@ class Input:
     truth: Truth | None
     stage: str
 
-    def numpy_signal(self):
+    def numpy_signal(self) -> NDArray[Any]:
         """The signal as NumPy: a view on the host, a copy from device memory."""
         if self.signal.__dlpack_device__()[0] == CUDA:
             import torch
 
-            return torch.from_dlpack(self.signal).cpu().numpy()
+            copied: NDArray[Any] = torch.from_dlpack(self.signal).cpu().numpy()
+            return copied
         return np.from_dlpack(self.signal)
 
 
-def require_torch():
+def require_torch() -> ModuleType:
     """torch (and matplotlib) are the `ecg` extra; say how to get them instead of a traceback."""
     try:
         import torch
@@ -63,10 +74,11 @@ def require_torch():
         raise EcgInputError(
             "the ECG job trains its model with PyTorch, which is not installed: "
             "pip install 'zerohop[ecg]'") from None
-    return torch
+    module: ModuleType = torch  # Any to mypy, which does not read torch (tests/typing/mypy.ini)
+    return module
 
 
-def require_job(config):
+def require_job(config: Config) -> ModuleType:
     """What every ECG job needs before any work: torch, matplotlib when drawing, and a CUDA
     device when asked for one. Returns torch."""
     torch = require_torch()
@@ -77,7 +89,7 @@ def require_job(config):
     return torch
 
 
-def require_matplotlib():
+def require_matplotlib() -> None:
     try:
         import matplotlib  # noqa: F401
     except ImportError:
@@ -86,7 +98,11 @@ def require_matplotlib():
             "pip install 'zerohop[ecg]' (or pass --no-plots)") from None
 
 
-def check_rate(rate, what="--rate"):
+@overload
+def check_rate(rate: None, what: str = ...) -> None: ...
+@overload
+def check_rate(rate: float, what: str = ...) -> float: ...
+def check_rate(rate: float | None, what: str = "--rate") -> float | None:
     if rate is None:
         return None
     low, high = RATE_RANGE
@@ -95,7 +111,7 @@ def check_rate(rate, what="--rate"):
     return float(rate)
 
 
-def check_memory(samples, what):
+def check_memory(samples: int, what: str) -> None:
     """Refuses, up front, a recording that would not fit in this machine's memory."""
     try:
         total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
@@ -108,7 +124,7 @@ def check_memory(samples, what):
             f"this machine's {total / 2**30:.1f} GiB")
 
 
-def _column_by_name_or_index(names, wanted, what):
+def _column_by_name_or_index(names: Sequence[str], wanted: str, what: str) -> str:
     if wanted in names:
         return wanted
     if wanted.isdigit() and int(wanted) < len(names):
@@ -117,7 +133,7 @@ def _column_by_name_or_index(names, wanted, what):
     raise EcgInputError(f"{what}: no column {wanted!r} (columns: {listed}; or an index from 0)")
 
 
-def is_time_axis(values):
+def is_time_axis(values: NDArray[Any]) -> bool:
     """Strictly increasing at a steady step over the first 1000 values: a time column."""
     v = np.asarray(values[:1000], dtype=np.float64)
     if len(v) < 3:
@@ -128,17 +144,18 @@ def is_time_axis(values):
                 and ((steps > 0.5 * median) & (steps < 1.5 * median)).all())
 
 
-def _rate_from_time(values, units):
+def _rate_from_time(values: NDArray[Any], units: str | None) -> float:
     # The mean step over many samples: timestamps rounded to the millisecond step unevenly
     # (2 and 3 ms at 360 Hz), which a median would turn into 333 Hz.
     v = np.asarray(values[:TIME_HEAD], dtype=np.float64)
     step = (v[-1] - v[0]) / (len(v) - 1)
-    per_second = 1000.0 if units and units.strip().lower() in ("ms", "msec", "milliseconds") else 1.0
+    per_second = (1000.0 if units and units.strip().lower() in ("ms", "msec", "milliseconds")
+                  else 1.0)
     rate = per_second / step
     return float(round(rate)) if abs(rate - round(rate)) <= 5e-4 * rate else rate
 
 
-def _check_signal(values, column, where):
+def _check_signal(values: NDArray[Any], column: str, where: str) -> None:
     finite = values[np.isfinite(values)]
     low, high = (float(finite.min()), float(finite.max())) if len(finite) else (None, None)
     _check_shape_of_signal(low, high, values, column, where)
@@ -149,7 +166,8 @@ def _check_signal(values, column, where):
             f"first at sample {bad[0]}; pass --fill interpolate (or --fill zero)")
 
 
-def _check_shape_of_signal(low, high, head, column, where):
+def _check_shape_of_signal(low: float | None, high: float | None,
+                           head: NDArray[Any], column: str, where: str) -> None:
     """What makes a column no ECG, from its finite range (None: no finite value) and its
     first values (`is_time_axis` reads 1000): empty, constant, or a time axis."""
     if low is None:
@@ -167,15 +185,23 @@ def _check_shape_of_signal(low, high, head, column, where):
 PREFERRED_LEADS = ("ii", "mlii", "lead ii", "ecg ii", "ii (mv)")
 
 
-def _default_lead(names):
+def _default_lead(names: Sequence[str]) -> str | None:
     return next((n for n in names if n.strip().lower() in PREFERRED_LEADS), None)
 
 
-def _read_csv_table(path, delimiter, fill, on_gpu, where, say):
+class _MissingCells(TypedDict, total=False):
+    """read_csv's options for missing cells."""
+
+    empty: str
+    nan: str
+
+
+def _read_csv_table(path: Path, delimiter: str, fill: str, on_gpu: bool, where: str,
+                    say: Callable[[str], object]) -> Table:
     """The file as a zerohop Table; missing cells as NaN unless --fill is "error"."""
     from . import read_csv
 
-    options = {} if fill == "error" else {"empty": "nan", "nan": "allow"}
+    options: _MissingCells = {} if fill == "error" else {"empty": "nan", "nan": "allow"}
     try:
         if on_gpu and fill == "error":
             # Parsed in device memory: only the head of the first column comes back (to tell
@@ -193,7 +219,8 @@ def _read_csv_table(path, delimiter, fill, on_gpu, where, say):
         raise
 
 
-def _fill_missing(values, column, fill, say):
+def _fill_missing(values: NDArray[Any], column: str, fill: str,
+                  say: Callable[[str], object]) -> str | None:
     """Fills the NaNs of `values` (a writable NumPy view of the column) in place; a note for
     the report naming how many and where, or None when there were none."""
     bad = np.flatnonzero(~np.isfinite(values))
@@ -214,7 +241,8 @@ def _fill_missing(values, column, fill, say):
     return note
 
 
-def _time_rate(first, units, name):
+def _time_rate(first: NDArray[Any], units: str | None,
+               name: str) -> tuple[float, str | None]:
     """The sampling rate a time column's steps imply, in its stated units, else in seconds, or
     in ms or µs when only those give a rate an ECG has (with a note saying which was assumed)."""
     rate = _rate_from_time(first, units)
@@ -232,10 +260,11 @@ def _time_rate(first, units, name):
         f"{low:g} to {high:g} Hz; pass --rate HZ")
 
 
-def _from_csv(config, say):
+def _from_csv(config: Config, say: Callable[[str], object]) -> Input:
     from . import csv_header
     from .text import plain_text
 
+    assert config.csv is not None  # load() reads a CSV file only when there is one
     path = Path(config.csv)
     if not path.is_file():
         raise EcgInputError(f"--csv {path}: no such file")
@@ -250,7 +279,8 @@ def _from_csv(config, say):
         on_gpu = config.device == "cuda"
         table = _read_csv_table(text, header["delimiter"], config.fill, on_gpu,
                                 where, say)
-    rate, notes = config.rate, []
+    rate = config.rate
+    notes: list[str] = []
     first = _head(table[names[0]], on_gpu)
     timed = len(names) > 1 and is_time_axis(first)
     if config.column is not None:
@@ -289,23 +319,24 @@ def _from_csv(config, say):
                  description=description, units=unit, truth=None, stage=stage)
 
 
-def _to_device(values):
+def _to_device(values: NDArray[Any]) -> torch.Tensor:
     """A host column moved to the GPU (an explicit copy: --fill on the GPU parses on the host)."""
     import torch
 
     return torch.from_numpy(values).to("cuda:0")
 
 
-def _head(column, on_gpu):
+def _head(column: Tensor, on_gpu: bool) -> NDArray[Any]:
     """The first values of a column as NumPy (copied from the device when it is there)."""
     if not on_gpu:
         return np.from_dlpack(column)
     import torch
 
-    return torch.from_dlpack(column)[:TIME_HEAD].cpu().numpy()
+    head: NDArray[Any] = torch.from_dlpack(column)[:TIME_HEAD].cpu().numpy()
+    return head
 
 
-def _check_device_signal(signal, column, where):
+def _check_device_signal(signal: Tensor, column: str, where: str) -> None:
     """`_check_signal` for a column in device memory, reading back two numbers and a head.
     Non-finite values never get here: the reader refuses them (nan="reject", empty="error")."""
     import torch
@@ -315,14 +346,15 @@ def _check_device_signal(signal, column, where):
     _check_shape_of_signal(low, high, t[:1000].cpu().numpy(), column, where)
 
 
-def _record_path(record):
+def _record_path(record: str | os.PathLike[str]) -> Path:
     record = Path(record)
     return record.with_suffix("") if record.suffix in (".hea", ".dat", ".atr") else record
 
 
-def _from_wfdb(config, say):
+def _from_wfdb(config: Config, say: Callable[[str], object]) -> Input:
     from . import read_annotations, read_wfdb
 
+    assert config.wfdb is not None  # load() and _bundled() call this only with a record
     record = _record_path(config.wfdb)
     if not Path(f"{record}.hea").is_file():
         raise EcgInputError(f"--wfdb {config.wfdb}: no header {record}.hea")
@@ -339,7 +371,7 @@ def _from_wfdb(config, say):
     check_rate(rate, f"{where}: the header's sampling rate")
     signal = table[lead]
     _check_signal(np.from_dlpack(signal), lead, where)
-    truth = None
+    truth: Truth | None = None
     annotations = Path(f"{record}.atr")
     if annotations.is_file():
         ann = read_annotations(annotations)
@@ -354,10 +386,11 @@ def _from_wfdb(config, say):
                  units=units, truth=truth, stage="read WFDB record into a zerohop Table")
 
 
-def _synthetic(config, say):
+def _synthetic(config: Config, say: Callable[[str], object]) -> Input:
     from . import synthesize
 
     hours = config.synthetic_hours
+    assert hours is not None  # load() generates a signal only when asked to
     rate = config.rate or 360.0
     samples = hours * 3600.0 * rate
     check_memory(int(samples), f"--synthetic {hours:g}")
@@ -374,7 +407,7 @@ def _synthetic(config, say):
                  truth=truth, stage="generate synthetic ECG (Rust)")
 
 
-def _bundled(config, say):
+def _bundled(config: Config, say: Callable[[str], object]) -> Input:
     from . import RECORD_100
 
     config.wfdb = RECORD_100
@@ -384,7 +417,7 @@ def _bundled(config, say):
     return data
 
 
-def load(config, say) -> Input:
+def load(config: Config, say: Callable[[str], object]) -> Input:
     """The signal the job runs on, checked."""
     check_rate(config.rate)
     if config.synthetic_hours is not None:

@@ -14,14 +14,43 @@ import os
 import pickle
 import signal
 import time
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from multiprocessing.connection import wait
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeAlias
 
 from .errors import EcgInputError
-from .records import RecordBeats, RecordFailure, boot_id, process_record, record_name
+from .records import (RecordBeats, RecordFailure, RecordOptions, boot_id, process_record,
+                      record_name)
+
+if TYPE_CHECKING:
+    import logging
+    from multiprocessing.connection import Connection, _ConnectionBase
+    from multiprocessing.context import SpawnContext
+    from multiprocessing.process import BaseProcess
+    from socket import socket
+
+    from distributed import LocalCluster
+    from ray import ObjectRef
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    # What the job uses of distributed.Client and distributed.Future, whose close() and
+    # release() are not annotated (a call to either would be an untyped call).
+    class _DaskFuture(Protocol):
+        def result(self) -> RecordBeats: ...
+        def release(self) -> object: ...
+
+    class _DaskClient(Protocol):
+        def submit(self, func: Callable[..., RecordBeats], /, *args: object, pure: bool,
+                   retries: int) -> _DaskFuture: ...
+        def close(self) -> object: ...
+
+#: What a backend's `results()` yields for each record.
+RecordResult: TypeAlias = RecordBeats | RecordFailure
 
 
-def _error_text(error):
+def _error_text(error: BaseException) -> str:
     return str(error) if isinstance(error, (EcgInputError, OSError)) else \
         f"{type(error).__name__}: {error}"
 
@@ -31,16 +60,16 @@ class InProcess:
 
     label = "this process"
 
-    def __init__(self, paths, options):
+    def __init__(self, paths: Sequence[Path], options: RecordOptions) -> None:
         self.paths, self.options = paths, options
 
-    def __enter__(self):
+    def __enter__(self) -> InProcess:
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> Literal[False]:
         return False
 
-    def results(self):
+    def results(self) -> Iterator[RecordResult]:
         for index, path in enumerate(self.paths):
             try:
                 yield process_record(index, str(path), self.options)
@@ -48,7 +77,7 @@ class InProcess:
                 yield RecordFailure(index, record_name(path), _error_text(error))
 
 
-def _worker_main(conn, options, threads):
+def _worker_main(conn: Connection, options: RecordOptions, threads: int) -> None:
     """A local worker: records in, rows out. The parent maps a result's rows through this
     process while unpickling it, before it gives this worker its next task: so the results sent
     so far may go when the next task comes (their memory is never reused: see records.py)."""
@@ -58,7 +87,7 @@ def _worker_main(conn, options, threads):
     # before zerohop's thread pool first starts, which is at the first record).
     os.environ["RAYON_NUM_THREADS"] = str(threads)
     conn.send(("ready", os.getpid()))
-    sent = []
+    sent: list[RecordBeats] = []
     while True:
         task = conn.recv()
         sent.clear()  # the parent has mapped every result sent before this message
@@ -79,7 +108,7 @@ def _worker_main(conn, options, threads):
 START_FAULT = "ZEROHOP_ECG_FAIL_WORKER_STARTS"
 
 
-def _failing_start():
+def _failing_start() -> None:
     fault = os.environ.get(START_FAULT)
     if not fault:
         return
@@ -100,17 +129,18 @@ START_SECONDS = 120.0
 
 
 class _Worker:
-    def __init__(self, context, options, threads):
+    def __init__(self, context: SpawnContext, options: RecordOptions, threads: int) -> None:
         self.conn, child = context.Pipe()
         self.process = context.Process(target=_worker_main, args=(child, options, threads),
                                        daemon=True, name="zerohop-ecg-worker")
         self.process.start()
         child.close()
-        self.task = None
-        self.deadline = None
+        #: The (index, path) of the record it is on, and when that record's time is up.
+        self.task: tuple[int, str] | None = None
+        self.deadline: float | None = None
         self.ready = False
 
-    def wait_ready(self):
+    def wait_ready(self) -> bool:
         """True once the worker said it is ready; False (and the worker stopped) when it ended
         or hung while starting."""
         if not self.ready:
@@ -125,12 +155,12 @@ class _Worker:
             self.ready = True
         return True
 
-    def give(self, task, timeout):
+    def give(self, task: tuple[int, str], timeout: float | None) -> None:
         self.task = task
         self.deadline = None if timeout is None else time.monotonic() + timeout
         self.conn.send(task)
 
-    def stop(self):
+    def stop(self) -> None:
         """Ends the process however it is (running, hung, stopped by SIGSTOP) and its pipe."""
         if self.process.is_alive():
             self.process.kill()  # SIGKILL also ends a stopped process
@@ -138,7 +168,7 @@ class _Worker:
         self.conn.close()
 
 
-def record_timeout(path, limit=None):
+def record_timeout(path: str | os.PathLike[str], limit: float | None = None) -> float:
     """Seconds a record may take: `limit` (--record-timeout), else 2 minutes plus 30 s per MiB
     of its files (a day-long CSV is a few hundred MiB, a 30-minute MIT-BIH record 2 MiB)."""
     if limit is not None:
@@ -154,20 +184,22 @@ class LocalProcesses:
     come back in `zerohop.memory.Shared` memory as handles, mapped here without a copy. A worker
     that dies (killed, out of memory) fails the record it was on; a new worker takes its place."""
 
-    def __init__(self, paths, options, workers, threads_per_worker=None, timeout=None):
+    def __init__(self, paths: Sequence[Path], options: RecordOptions, workers: int,
+                 threads_per_worker: int | None = None, timeout: float | None = None) -> None:
         self.paths, self.workers = paths, max(1, min(workers, len(paths)))
         self.options = options
         self.timeout = timeout
         self.label = f"{self.workers} local worker process(es)"
         self._context = mp.get_context("spawn")
         self._threads = threads_per_worker or max(1, _cores() // self.workers)
-        self._live = []
-        self._start_failures = []
+        self._live: list[_Worker] = []
+        #: How each worker that failed to start in a row ended.
+        self._start_failures: list[str] = []
 
-    def __enter__(self):
+    def __enter__(self) -> LocalProcesses:
         return self
 
-    def _new_worker(self):
+    def _new_worker(self) -> _Worker | None:
         """A started worker, or None after START_ATTEMPTS in a row failed to start (each
         failure is remembered for the error message)."""
         while len(self._start_failures) < START_ATTEMPTS:
@@ -178,7 +210,7 @@ class LocalProcesses:
             self._start_failures.append(_ended(worker.process))
         return None
 
-    def start(self):
+    def start(self) -> LocalProcesses:
         """Starts the workers and waits until each has imported zerohop (`results` does it
         too; benches call it first to time the records alone). A worker that fails to start
         is replaced like one that dies; with none started, the job cannot run."""
@@ -193,7 +225,7 @@ class LocalProcesses:
                 f"{'; '.join(self._start_failures)})")
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> Literal[False]:
         for worker in self._live:
             try:
                 worker.conn.send(None)
@@ -205,7 +237,8 @@ class LocalProcesses:
         self._live = []
         return False
 
-    def _replace(self, worker, idle, todo):
+    def _replace(self, worker: _Worker, idle: list[_Worker],
+                 todo: list[tuple[int, str]]) -> None:
         self._live.remove(worker)
         worker.stop()
         if todo:
@@ -218,7 +251,7 @@ class LocalProcesses:
                 f"every worker process died and none could be started again "
                 f"({'; '.join(self._start_failures)}); {len(todo)} record(s) not processed")
 
-    def results(self):
+    def results(self) -> Iterator[RecordResult]:
         todo = list(enumerate(str(p) for p in self.paths))[::-1]
         self.start()
         idle = list(self._live)
@@ -228,8 +261,9 @@ class LocalProcesses:
                 index, path = todo.pop()
                 idle.pop().give((index, path), record_timeout(path, self.timeout))
                 outstanding += 1
-            by_handle = {}
-            deadlines = []
+            # Keyed by what wait() hands back: a worker's pipe, or its process's sentinel.
+            by_handle: dict[_ConnectionBase[Any, Any] | socket | int, _Worker] = {}
+            deadlines: list[float] = []
             for worker in self._live:
                 if worker.task is not None:
                     by_handle[worker.conn] = worker
@@ -243,6 +277,7 @@ class LocalProcesses:
                     and now >= w.deadline and w.conn not in ready
                     and w.process.sentinel not in ready]
             for worker in late:
+                assert worker.task is not None  # `late` holds workers on a record
                 index, path = worker.task
                 limit = record_timeout(path, self.timeout)
                 worker.task = None
@@ -256,7 +291,7 @@ class LocalProcesses:
                 if worker.task is None:
                     continue  # its result and its end were both ready; handled already
                 index, path = worker.task
-                result = None
+                result: RecordResult | None = None
                 try:
                     if worker.conn.poll():
                         # Unpickling maps the rows' shared memory while the worker holds it.
@@ -282,14 +317,14 @@ class LocalProcesses:
                 yield result
 
 
-def _cores():
+def _cores() -> int:
     try:
         return len(os.sched_getaffinity(0))
     except AttributeError:
         return os.cpu_count() or 1
 
 
-def _ended(process):
+def _ended(process: BaseProcess) -> str:
     code = process.exitcode
     if code is not None and code < 0:
         try:
@@ -299,7 +334,7 @@ def _ended(process):
     return f"pid {process.pid}, exit code {code}"
 
 
-def _ray_record(index, path, options):
+def _ray_record(index: int, path: str, options: RecordOptions) -> RecordBeats:
     """`process_record` as a Ray task, labelled with the node that ran it."""
     import ray
 
@@ -318,17 +353,18 @@ class RayCluster:
     node lost mid-run fails the records it was running or whose rows only it held; the
     others go on."""
 
-    def __init__(self, paths, options, address):
+    def __init__(self, paths: Sequence[Path], options: RecordOptions, address: str) -> None:
         try:
             import ray
         except ImportError:
             raise EcgInputError("--ray needs Ray: pip install 'ray[default]'") from None
-        self.ray, self.paths, self.options, self.address = ray, paths, options, address
+        self.ray: ModuleType = ray
+        self.paths, self.options, self.address = paths, options, address
         self.label = f"Ray ({address})"
         self._started = False
-        self._refs = []
+        self._refs: list[ObjectRef[RecordBeats]] = []
 
-    def __enter__(self):
+    def __enter__(self) -> RayCluster:
         ray = self.ray
         if not ray.is_initialized():
             try:
@@ -342,13 +378,13 @@ class RayCluster:
             self._started = True
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> Literal[False]:
         self._refs = []
         if self._started:
             self.ray.shutdown()
         return False
 
-    def results(self):
+    def results(self) -> Iterator[RecordResult]:
         ray = self.ray
         task = ray.remote(max_retries=0)(_ray_record)
         here = ray.get_runtime_context().get_node_id()
@@ -373,12 +409,12 @@ class RayCluster:
                                     f"{str(error).splitlines()[0]}")
 
 
-def _node_cycle(ray):
+def _node_cycle(ray: ModuleType) -> list[str]:
     """The cluster's live nodes with CPUs, each as often as it has CPUs, interleaved (a node
     with 3 CPUs beside one with 1: A, B, A, A), so that records go round them in proportion
     from the first record on. Ray's own SPREAD is best effort: on a small job it left nodes
     without a record."""
-    slots = []
+    slots: list[tuple[float, str]] = []
     for node in ray.nodes():
         cpus = int(node.get("Resources", {}).get("CPU", 0))
         if node.get("Alive") and cpus >= 1:
@@ -386,7 +422,8 @@ def _node_cycle(ray):
     return [node for _, node in sorted(slots)]
 
 
-def _placement(ray, cycle, index):
+def _placement(ray: ModuleType, cycle: Sequence[str],
+               index: int) -> Literal["SPREAD"] | NodeAffinitySchedulingStrategy:
     """Record `index`'s node from `cycle`, soft: should the node be gone by then, Ray runs
     the record elsewhere."""
     if not cycle:
@@ -396,14 +433,17 @@ def _placement(ray, cycle, index):
     return NodeAffinitySchedulingStrategy(cycle[index % len(cycle)], soft=True)
 
 
-def _object_size(ray, ref, result):
+def _object_size(ray: ModuleType, ref: ObjectRef[RecordBeats], result: RecordBeats) -> int:
     """The bytes of the task's result object as Ray stores and moves it; the rows' bytes when
     Ray does not say (a small object travels inline, with the task's reply)."""
     try:
         size = ray.experimental.get_object_locations([ref])[ref].get("object_size")
     except Exception:  # noqa: BLE001 - an accounting detail must not fail the record
         size = None
-    return int(size) if size else int(result.beats.nbytes)
+    if size:
+        return int(size)
+    assert result.beats is not None  # a worker's result carries its rows
+    return int(result.beats.nbytes)
 
 
 class DaskCluster:
@@ -419,20 +459,24 @@ class DaskCluster:
     workers rather than eight. Each result is let go as soon as its rows are mapped here: a
     worker's death then cannot lose (and re-run) a record already taken."""
 
-    def __init__(self, paths, options, address, workers, verbose=False):
+    def __init__(self, paths: Sequence[Path], options: RecordOptions, address: str, workers: int,
+                 verbose: bool = False) -> None:
         try:
             import distributed
         except ImportError:
             raise EcgInputError("--dask needs Dask: pip install 'dask[distributed]'") from None
-        self.distributed, self.paths, self.address = distributed, paths, address
+        self.distributed: ModuleType = distributed
+        self.paths, self.address = paths, address
         self.options = options
         self.workers = max(1, min(workers, len(paths)))
         self.label = f"Dask ({address})"
         self.verbose = verbose
-        self._client = self._cluster = None
-        self._quieted = None
+        self._client: _DaskClient | None = None
+        self._cluster: LocalCluster | None = None
+        #: The "distributed" logger and its level before the job quieted it.
+        self._quieted: tuple[logging.Logger, int] | None = None
 
-    def __enter__(self):
+    def __enter__(self) -> DaskCluster:
         import logging
 
         d = self.distributed
@@ -456,7 +500,7 @@ class DaskCluster:
             raise EcgInputError(f"--dask {self.address}: {error}") from None
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> Literal[False]:
         if self._client is not None:
             self._client.close()
         if self._cluster is not None:
@@ -466,11 +510,12 @@ class DaskCluster:
             log.setLevel(level)
         return False
 
-    def _submit(self, index):
+    def _submit(self, index: int) -> _DaskFuture:
+        assert self._client is not None  # submitted only inside `with`
         return self._client.submit(process_record, index, str(self.paths[index]), self.options,
                                    pure=False, retries=0)
 
-    def _take(self, future, index):
+    def _take(self, future: _DaskFuture, index: int) -> tuple[RecordResult, bool]:
         """The record's result, or its failure and whether another record may have caused it."""
         try:
             return future.result(), False
@@ -483,10 +528,10 @@ class DaskCluster:
         finally:
             future.release()  # the rows are mapped here now; the worker may free its copy
 
-    def results(self):
+    def results(self) -> Iterator[RecordResult]:
         d = self.distributed
         submitted = {self._submit(index): index for index in range(len(self.paths))}
-        suspects = []
+        suspects: list[int] = []
         for future in d.as_completed(list(submitted)):
             index = submitted.pop(future)
             result, maybe_not_its_own = self._take(future, index)
@@ -503,7 +548,9 @@ class DaskCluster:
             yield result
 
 
-def backend(paths, options, *, workers=1, ray=None, dask=None, timeout=None, verbose=False):
+def backend(paths: Sequence[Path], options: RecordOptions, *, workers: int = 1,
+            ray: str | None = None, dask: str | None = None, timeout: float | None = None,
+            verbose: bool = False) -> InProcess | LocalProcesses | RayCluster | DaskCluster:
     """The backend the arguments choose; shared memory wherever the rows stay on this machine."""
     from dataclasses import replace
 

@@ -12,9 +12,16 @@ Run it: ``python -m zerohop.ecg`` (the bundled MIT-BIH record 100), ``--wfdb REC
 ``--csv PATH [--rate HZ]`` or ``--synthetic HOURS``. The stages are importable too.
 """
 
+from __future__ import annotations
+
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .._zerohop import ecg as _ecg
+
+if TYPE_CHECKING:
+    import numpy as np
+    from numpy.typing import NDArray
 
 _DATA = Path(__file__).with_name("data")
 #: The bundled recordings (MIT-BIH Arrhythmia Database; attribution in data/README.md).
@@ -34,7 +41,7 @@ synthesize = _ecg.synthesize
 score = _ecg.score
 
 
-def load_record_208():
+def load_record_208() -> NDArray[np.float32]:
     """The bundled record 208 excerpt in millivolts (float32 NumPy array)."""
     import numpy as np
 

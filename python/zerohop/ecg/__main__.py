@@ -7,26 +7,35 @@ import math
 import signal
 import sys
 import threading
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from types import FrameType
+from typing import TYPE_CHECKING, Literal, NoReturn
 
 from .errors import EcgInputError
+
+if TYPE_CHECKING:
+    from .pipeline import Config
 
 DELIMITERS = {",": ",", "comma": ",", ";": ";", "semicolon": ";", "tab": "\t", "\\t": "\t",
               "\t": "\t"}
 
 
-def _finite(kind, low=None, high=None, integer=False):
+def _finite(kind: str, low: float | None = None, high: float | None = None,
+            integer: bool = False) -> Callable[[str], float]:
     """An argparse type: a finite number within [low, high], named in the error."""
 
-    def parse(text):
+    def parse(text: str) -> float:
         try:
             value = int(text) if integer else float(text)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not {'an integer' if integer else 'a number'}")
+            raise argparse.ArgumentTypeError(
+                f"{text!r} is not {'an integer' if integer else 'a number'}")
         if not math.isfinite(value):
             raise argparse.ArgumentTypeError(f"{text} is not a finite number")
         if (low is not None and value < low) or (high is not None and value > high):
-            shown = (lambda v: f"{v:d}") if integer else (lambda v: f"{v:g}")
+            shown: Callable[[float | None], str] = \
+                (lambda v: f"{v:d}") if integer else (lambda v: f"{v:g}")
             bounds = f"{shown(low)} to {shown(high)}" if high is not None else \
                 f"at least {shown(low)}"
             raise argparse.ArgumentTypeError(f"{text}: {kind} must be {bounds}")
@@ -35,7 +44,7 @@ def _finite(kind, low=None, high=None, integer=False):
     return parse
 
 
-def _progress_mode(args):
+def _progress_mode(args: argparse.Namespace) -> bool | Literal["lines"]:
     """A redrawn bar on a terminal, a line every few seconds anywhere else (a log, a pipe),
     nothing with --no-progress."""
     if args.no_progress:
@@ -43,7 +52,7 @@ def _progress_mode(args):
     return True if sys.stderr.isatty() else "lines"
 
 
-def _delimiter(text):
+def _delimiter(text: str) -> str:
     if text not in DELIMITERS:
         raise argparse.ArgumentTypeError(f"{text!r}: use ',', ';' or 'tab'")
     return DELIMITERS[text]
@@ -53,14 +62,14 @@ class _Defaults(argparse.ArgumentDefaultsHelpFormatter):
     """Shows a default only where there is one: options without (None) or with a default
     that depends on the input say so in their own help, and flags need none."""
 
-    def _get_help_string(self, action):
+    def _get_help_string(self, action: argparse.Action) -> str | None:
         if action.default is None or action.default is False or \
                 "(default" in (action.help or ""):
             return action.help
         return super()._get_help_string(action)
 
 
-def parser():
+def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="zerohop-ecg",
         formatter_class=_Defaults,
@@ -150,11 +159,11 @@ class _Terminated(SystemExit):
     folder, the workers) as it does for Ctrl-C; the exit status is the shell's 128 + 15."""
 
 
-def _on_sigterm(signum, frame):
+def _on_sigterm(signum: int, frame: FrameType | None) -> NoReturn:
     raise _Terminated(128 + signal.SIGTERM)
 
 
-def main(argv=None):
+def main(argv: Sequence[str] | None = None) -> int:
     if threading.current_thread() is not threading.main_thread():
         return _main(argv)  # signal handlers belong to the main thread
     previous = signal.signal(signal.SIGTERM, _on_sigterm)
@@ -164,7 +173,7 @@ def main(argv=None):
         signal.signal(signal.SIGTERM, previous)
 
 
-def _main(argv=None):
+def _main(argv: Sequence[str] | None = None) -> int:
     p = parser()
     args = p.parse_args(argv)
     if args.device == "cpu":
@@ -212,7 +221,7 @@ def _main(argv=None):
     return 0
 
 
-def _config(args):
+def _config(args: argparse.Namespace) -> Config:
     from .pipeline import Config
 
     return Config(out=args.out, rate=args.rate, column=args.column, delimiter=args.delimiter,
@@ -226,7 +235,7 @@ def _config(args):
                   record_timeout=args.record_timeout, verbose=args.verbose)
 
 
-def _main_records(args):
+def _main_records(args: argparse.Namespace) -> int:
     from .batch import run_batch
 
     try:

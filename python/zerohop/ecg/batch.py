@@ -7,16 +7,33 @@ from __future__ import annotations
 
 import time
 import warnings
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias, TypedDict, TypeVar, cast
 
 import numpy as np
+from numpy.typing import NDArray
 
 from . import sources
 from .errors import EcgInputError
 from .output import Staging
 from .records import RecordFailure, RecordOptions, find_records, where_it_lives
 from .workers import InProcess, backend
+
+if TYPE_CHECKING:
+    from torch import Tensor as TorchTensor
+
+    from .._zerohop import Tensor
+    from .batch_report import BatchOutlier, Pooled, RowsHandOff
+    from .pipeline import Config
+    from .records import RecordBeats
+    from .workers import DaskCluster, LocalProcesses, RayCluster
+
+    _Backend: TypeAlias = InProcess | LocalProcesses | RayCluster | DaskCluster
+
+_T = TypeVar("_T")
 
 #: Where rows may lie without having been copied on their way to this process.
 SHARED_PLACES = ("shared memory", "Ray object store")
@@ -25,18 +42,36 @@ SHARED_PLACES = ("shared memory", "Ray object store")
 @dataclass
 class BatchResult:
     report: Path
-    plots: dict
-    records: list
-    failures: list
-    hand_offs: list
+    plots: dict[str, Path]
+    records: list[RecordBeats]
+    failures: list[RecordFailure]
+    hand_offs: list[RowsHandOff]
     bytes_copied: int
-    losses: list = field(default_factory=list)
+    losses: list[float] = field(default_factory=list)
     train_seconds: float = 0.0
     #: Beats passed through the model in training, over every epoch and rank.
     beats_trained: int = 0
 
 
-def _torch_view(torch, beats):
+class _Shared(TypedDict):
+    """What each rank tells every other of its records before training."""
+
+    #: Without their rows (`beats` None).
+    records: list[RecordBeats]
+    failures: list[RecordFailure]
+    hand_offs: list[RowsHandOff]
+    problem: str | None
+
+
+class _Embedded(TypedDict):
+    """What each rank sends rank 0 after training: its records' latent means, by record
+    index, and its most unusual beats."""
+
+    mu: dict[int, NDArray[np.float32]]
+    outliers: list[BatchOutlier]
+
+
+def _torch_view(torch: ModuleType, beats: Tensor) -> TorchTensor:
     """A torch tensor over a record's rows, same memory. Ray's store is read-only and torch has
     no read-only tensors: it gets the rows through NumPy (torch warns that it could write; the
     job never writes beats, training reads them once to normalise them)."""
@@ -47,8 +82,8 @@ def _torch_view(torch, beats):
         return torch.from_numpy(np.from_dlpack(beats))
 
 
-def _check_widths(records):
-    widths = {}
+def _check_widths(records: Sequence[RecordBeats]) -> None:
+    widths: dict[int, list[str]] = {}
     for r in records:
         widths.setdefault(r.width, []).append(f"{r.name} ({r.rate:g} Hz)")
     if len(widths) > 1:
@@ -57,18 +92,22 @@ def _check_widths(records):
                             f"trains on one rate; run each rate as its own job")
 
 
-def _pooled(records):
+def _pooled(records: Sequence[RecordBeats]) -> Pooled | None:
     scored = [r.accuracy for r in records if r.accuracy is not None and r.accuracy["scored"]]
     if not scored:
         return None
-    tp, fp, fn = (sum(a[k] for a in scored) for k in ("tp", "fp", "fn"))
+    tp = sum(a["tp"] for a in scored)
+    fp = sum(a["fp"] for a in scored)
+    fn = sum(a["fn"] for a in scored)
     return {"records": len(scored), "tp": tp, "fp": fp, "fn": fn,
             "sensitivity": tp / max(1, tp + fn), "ppv": tp / max(1, tp + fp),
             "f1": 2 * tp / max(1, 2 * tp + fp + fn)}
 
 
-def _collect(work, config, total, say):
-    records, failures = [], []
+def _collect(work: _Backend, config: Config, total: int, say: Callable[[str], object]
+             ) -> tuple[list[RecordBeats], list[RecordFailure]]:
+    records: list[RecordBeats] = []
+    failures: list[RecordFailure] = []
     for result in work.results():
         done = len(records) + len(failures) + 1
         if isinstance(result, RecordFailure):
@@ -90,13 +129,13 @@ def _collect(work, config, total, say):
 class _World:
     """This process's place among torchrun's ranks (one rank when not under torchrun)."""
 
-    def __init__(self, torch, device):
+    def __init__(self, torch: ModuleType, device: str) -> None:
         import os
 
         self.size = int(os.environ.get("WORLD_SIZE", "1"))
         self.rank = int(os.environ.get("RANK", "0"))
         self.device = device
-        self.dist = None
+        self.dist: ModuleType | None = None
         if self.size > 1:
             import torch.distributed as dist
 
@@ -110,15 +149,15 @@ class _World:
                 dist.init_process_group("nccl" if nccl else "gloo")
             self.dist = dist
 
-    def gather(self, value):
+    def gather(self, value: _T) -> list[_T]:
         """Every rank's `value`, in rank order."""
         if self.dist is None:
             return [value]
-        out = [None] * self.size
+        out: list[_T | None] = [None] * self.size
         self.dist.all_gather_object(out, value)
-        return out
+        return cast("list[_T]", out)  # all_gather_object filled every slot
 
-    def close(self):
+    def close(self) -> None:
         if self.dist is not None and self.dist.is_initialized():
             # Every rank reaches this point before any tears its process group down: a rank
             # that destroyed gloo's while another still used it aborted now and then
@@ -135,35 +174,40 @@ class _NoOutput:
 
     path = None
 
-    def __enter__(self):
+    def __enter__(self) -> _NoOutput:
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> Literal[False]:
         return False
 
-    def commit(self):
+    def commit(self) -> None:
         pass
 
 
-def _hand_to_torch(torch, records, in_process):
+def _hand_to_torch(torch: ModuleType, records: Sequence[RecordBeats], in_process: bool
+                   ) -> tuple[list[RowsHandOff], list[TorchTensor]]:
     """Each record's rows as a torch tensor over the same memory, and what that cost."""
-    hand_offs, parts = [], []
+    hand_offs: list[RowsHandOff] = []
+    parts: list[TorchTensor] = []
     for r in records:
-        place = where_it_lives(r.beats.data_ptr)
-        moved = (place == "process memory" and not in_process) or r.beats.is_copied
-        x = _torch_view(torch, r.beats)
-        hand_offs.append({"record": r.name, "place": place, "bytes": r.beats.nbytes,
-                          "copied": r.beats.nbytes if moved else 0,
-                          "same": x.data_ptr() == r.beats.data_ptr})
-        if x.data_ptr() != r.beats.data_ptr:
+        beats = r.beats
+        assert beats is not None  # only the copies the ranks exchange go without rows
+        place = where_it_lives(beats.data_ptr)
+        moved = (place == "process memory" and not in_process) or beats.is_copied
+        x = _torch_view(torch, beats)
+        hand_offs.append({"record": r.name, "place": place, "bytes": beats.nbytes,
+                          "copied": beats.nbytes if moved else 0,
+                          "same": x.data_ptr() == beats.data_ptr})
+        if x.data_ptr() != beats.data_ptr:
             raise AssertionError(f"{r.name}: torch's view is not the rows' memory")
         parts.append(x)
     return hand_offs, parts
 
 
-def _outliers(records, parts, error):
+def _outliers(records: Sequence[RecordBeats], parts: Sequence[TorchTensor],
+              error: NDArray[np.floating[Any]]) -> list[BatchOutlier]:
     offsets = np.cumsum([0] + [int(p.shape[0]) for p in parts])
-    found = []
+    found: list[BatchOutlier] = []
     for row in np.argsort(error)[::-1][:10]:
         k = int(np.searchsorted(offsets, row, side="right") - 1)
         r = records[k]
@@ -172,7 +216,7 @@ def _outliers(records, parts, error):
     return found
 
 
-def raise_descriptor_limit():
+def raise_descriptor_limit() -> int | None:
     """Lifts this process's soft limit on open files to its hard limit (workers inherit it):
     rows arrive in shared memory, a few descriptors per worker, but Dask, Ray and torch hold
     sockets and libraries too, and the common soft limit (1024, or less in containers) is
@@ -197,12 +241,14 @@ def raise_descriptor_limit():
     return soft
 
 
-def run_batch(config, say=print) -> BatchResult:
+def run_batch(config: Config, say: Callable[[str], object] = print) -> BatchResult | None:
     """Runs the job over `config.records`; the output folder is written only if it succeeds.
     Under `torchrun --nproc-per-node N` every rank takes every N-th record and trains on its
     own records' beats, the gradients averaged over ranks every step (one all-reduce of one
-    flat buffer), and rank 0 writes the report."""
+    flat buffer), and rank 0 writes the report and gets the result (other ranks get None)."""
     torch = sources.require_job(config)
+    if config.records is None:  # the CLI always sets it; Path(None) raised TypeError here
+        raise TypeError("run_batch: config.records names no recordings")
     paths = find_records(config.records)
     raise_descriptor_limit()
     world = _World(torch, config.device)
@@ -216,7 +262,8 @@ def run_batch(config, say=print) -> BatchResult:
         world.close()
 
 
-def _run(config, torch, world, paths, say, total):
+def _run(config: Config, torch: ModuleType, world: _World, paths: Sequence[Path],
+         say: Callable[[str], object], total: int) -> BatchResult | None:
     from .vae import convergence_note, embed, train, warm_up_in_background
 
     warmed = warm_up_in_background(world.device)
@@ -231,16 +278,18 @@ def _run(config, torch, world, paths, say, total):
                               else "")
         say(f"{total} recording(s) on {label}")
         begun = time.perf_counter()
-        records, failures, problem = [], [], None
+        records: list[RecordBeats] = []
+        failures: list[RecordFailure] = []
+        problem: str | None = None
         try:
             records, failures = _collect(work, config, len(paths), say)
             hand_offs, parts = _hand_to_torch(torch, records, isinstance(work, InProcess))
-        except EcgInputError as error:
-            problem, hand_offs, parts = str(error), [], []
+        except EcgInputError as bad:
+            problem, hand_offs, parts = str(bad), [], []
         # Every rank learns every rank's records (and problems) before any collective work.
-        shared = world.gather({"records": [replace(r, beats=None) for r in records],
-                               "failures": failures, "hand_offs": hand_offs,
-                               "problem": problem})
+        own: _Shared = {"records": [replace(r, beats=None) for r in records],
+                        "failures": failures, "hand_offs": hand_offs, "problem": problem}
+        shared = world.gather(own)
         detect_seconds = time.perf_counter() - begun
         for s in shared:
             if s["problem"] is not None:
@@ -258,9 +307,9 @@ def _run(config, torch, world, paths, say, total):
         mu, _, _, error = embed(trained["model"], parts, trained["scale"], world.device,
                                 reconstructions=False,
                                 center=trained["center"])
-        mine = {"mu": {r.index: m.numpy() for r, m in
-                       zip(records, mu.split([int(p.shape[0]) for p in parts]))},
-                "outliers": _outliers(records, parts, error.numpy())}
+        mine: _Embedded = {"mu": {r.index: m.numpy() for r, m in
+                                  zip(records, mu.split([int(p.shape[0]) for p in parts]))},
+                           "outliers": _outliers(records, parts, error.numpy())}
         results = world.gather(mine)
         if world.rank != 0:
             return None
@@ -274,7 +323,8 @@ def _run(config, torch, world, paths, say, total):
         offsets = np.cumsum([0] + [r.rows for r in every])
         copied = sum(h["copied"] for h in hand_offs)
 
-        plots = {}
+        plots: dict[str, Path] = {}
+        assert output.path is not None  # rank 0 stages its output
         if config.plots:
             from .batch_report import write_batch_plots
 

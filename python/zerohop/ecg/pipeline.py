@@ -4,16 +4,25 @@ checked by pointer identity and every byte copied counted."""
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias, TypeVar, cast
 
 import numpy as np
+from numpy.typing import NDArray
 
 import zerohop
 
 from . import sources
 from .errors import EcgInputError
 from .output import Staging
+
+if TYPE_CHECKING:
+    import torch
+
+    from .report import Accuracy, ClassScore, Counts, HandOff, Outlier, Stage
+    from .sources import Truth
 
 #: AAMI EC57 scoring: a detection matches a reference beat within ±150 ms, and the first and
 #: last 5 s of a recording are not scored.
@@ -71,24 +80,32 @@ class Config:
 @dataclass
 class Result:
     report: Path
-    plots: dict
-    stages: list
-    hand_offs: list
-    counts: dict
-    accuracy: dict | None
-    outliers: list
-    losses: list = field(default_factory=list)
+    plots: dict[str, Path]
+    stages: list[Stage]
+    hand_offs: list[HandOff]
+    counts: Counts
+    accuracy: Accuracy | None
+    outliers: list[Outlier]
+    losses: list[float] = field(default_factory=list)
 
 
-def _address(x):
+#: What crosses a hand-off: a zerohop tensor, a NumPy array or a torch tensor.
+Buffer: TypeAlias = "zerohop.Tensor | NDArray[Any] | torch.Tensor"
+_B = TypeVar("_B", bound=Buffer)
+
+
+def _address(x: Buffer) -> int:
     if isinstance(x, zerohop.Tensor):
         return x.data_ptr
     if isinstance(x, np.ndarray):
-        return x.__array_interface__["data"][0]
-    return x.data_ptr()
+        address: int = x.__array_interface__["data"][0]
+        return address
+    pointer: int = x.data_ptr()  # a torch tensor (Any to mypy, which does not read torch)
+    return pointer
 
 
-def _match(detected, truth, tolerance):
+def _match(detected: NDArray[Any], truth: NDArray[np.int64],
+           tolerance: float) -> NDArray[np.bool_]:
     """One-to-one matching in time order (as zerohop.ecg.score): which truth beats were found."""
     found = np.zeros(len(truth), dtype=bool)
     i = j = 0
@@ -105,7 +122,7 @@ def _match(detected, truth, tolerance):
     return found
 
 
-def _accuracy(r_peaks, truth, rate, samples):
+def _accuracy(r_peaks: NDArray[Any], truth: Truth, rate: float, samples: int) -> Accuracy:
     """Sensitivity and positive predictivity (EC57 style), pooled and per annotation class."""
     tolerance = TOLERANCE_S * rate
     margin = int(MARGIN_S * rate)
@@ -125,10 +142,11 @@ def _accuracy(r_peaks, truth, rate, samples):
     fp, fn = len(det_inside) - tp, len(found) - tp
     sens, ppv = tp / max(1, tp + fn), tp / max(1, tp + fp)
     symbols = np.asarray(truth.symbols)[inside]
-    classes = []
+    classes: list[ClassScore] = []
     for symbol in sorted(set(symbols.tolist()), key=lambda s: (-int((symbols == s).sum()), s)):
         mask = symbols == symbol
-        classes.append({"symbol": symbol, "beats": int(mask.sum()), "found": int(found[mask].sum())})
+        classes.append({"symbol": symbol, "beats": int(mask.sum()),
+                        "found": int(found[mask].sum())})
     f1 = 2 * tp / max(1, 2 * tp + fp + fn)
     return {"scored": True, "sensitivity": sens, "ppv": ppv, "f1": f1, "tp": tp, "fp": fp,
             "fn": fn,
@@ -136,7 +154,7 @@ def _accuracy(r_peaks, truth, rate, samples):
             "reference": truth.name}
 
 
-def few_beats_warning(beats):
+def few_beats_warning(beats: int) -> str | None:
     """A warning to print and report when there are too few beats to make much of a model of
     them (None otherwise)."""
     if beats >= FEW_BEATS:
@@ -145,7 +163,7 @@ def few_beats_warning(beats):
             f"space and the outlier ranking say little about so few")
 
 
-def _check_detection(r_peaks, signal_source, rate):
+def _check_detection(r_peaks: NDArray[Any], signal_source: str, rate: float) -> float:
     """A recording without beats, or whose beats would mean a heart rate no heart has at the
     rate given, is an input error. (A rate off by less, say 2×, cannot be told from a
     different heart rate by the beats alone.)"""
@@ -162,7 +180,11 @@ def _check_detection(r_peaks, signal_source, rate):
     return bpm
 
 
-def run(config: Config, say=print) -> Result:
+#: The stage outputs the report and figures read on the host.
+_HostOutput: TypeAlias = Literal["r_peaks", "beat_peaks", "beats"]
+
+
+def run(config: Config, say: Callable[[str], object] = print) -> Result:
     """Runs the job; raises EcgInputError (a ValueError) for anything about the input, before
     writing anything, and leaves `config.out` untouched unless the whole job succeeds."""
     torch = sources.require_job(config)
@@ -173,13 +195,14 @@ def run(config: Config, say=print) -> Result:
     with staging:
         started = time.perf_counter()
         data = sources.load(config, say)
-        stages, hand_offs = [], []
+        stages: list[Stage] = []
+        hand_offs: list[HandOff] = []
         stages.append((data.stage, time.perf_counter() - started, 0))
 
-        def stage(name, begun, copied=0):
+        def stage(name: str, begun: float, copied: int = 0) -> None:
             stages.append((name, time.perf_counter() - begun, copied))
 
-        def hand_off(label, source_obj, target_obj):
+        def hand_off(label: str, source_obj: Buffer, target_obj: _B) -> _B:
             same = _address(source_obj) == _address(target_obj)
             hand_offs.append((label, _address(target_obj), same))
             if not same:
@@ -203,14 +226,14 @@ def run(config: Config, say=print) -> Result:
             copied = data.samples * 4 if name == "host→device" and signal_on_host else 0
             stages.append((name, seconds, copied))
         beats, params = seg["beats"], seg["params"]
-        moved_to_host = []
+        moved_to_host: list[int] = []
 
-        def host(name):
+        def host(name: _HostOutput) -> NDArray[Any]:
             """A stage output as NumPy: a zero-copy view on the CPU; on the GPU an explicit
             copy, counted in the report (only what the report and figures read)."""
             if not on_gpu:
                 return np.from_dlpack(seg[name])
-            array = torch.from_dlpack(seg[name]).cpu().numpy()
+            array: NDArray[Any] = torch.from_dlpack(seg[name]).cpu().numpy()
             moved_to_host.append(array.nbytes)
             return array
 
@@ -229,15 +252,19 @@ def run(config: Config, say=print) -> Result:
 
         # The figures draw the detector's energy over the first seconds only: keep those, so
         # a day-long record's curvature and energy (2 × 124 MB) do not live through training.
-        energy_name = "energy" if "energy" in seg else "curvature"
+        energy_name: Literal["energy", "curvature"] = "energy" if "energy" in seg else "curvature"
         shown = min(int(seg[energy_name].shape[0]), int(ENERGY_SHOWN_S * rate))
+        energy_shown: NDArray[Any]
         if on_gpu:
             energy_shown = torch.from_dlpack(seg[energy_name])[:shown].cpu().numpy()
             moved_to_host.append(energy_shown.nbytes)
         else:
             energy_shown = np.from_dlpack(seg[energy_name])[:shown].copy()
+        # `seg` is a plain dict, but its type (a TypedDict) lets no required key go: the two
+        # are dropped through the dict, and not read from `seg` after.
+        outputs = cast("dict[str, object]", seg)
         for name in ("curvature", "energy"):
-            seg.pop(name, None)
+            outputs.pop(name, None)
 
         begun = time.perf_counter()
         x = hand_off("zerohop beats → torch.from_dlpack", beats, torch.from_dlpack(beats))
@@ -263,13 +290,14 @@ def run(config: Config, say=print) -> Result:
         beat_peaks = host("beat_peaks")
         err = numpy_views["reconstruction error"]
         worst = np.argsort(err)[::-1][:10]
-        outliers = [{"beat": int(i), "peak": int(beat_peaks[i]), "time": beat_peaks[i] / rate,
-                     "error": float(err[i])} for i in worst]
-        counts = {"samples": data.samples, "candidates": int(seg["gates"].shape[0]),
-                  "detected": len(r_peaks), "beats": n_beats,
-                  "edge_dropped": int(seg["edge_dropped"]), "bpm": bpm}
+        outliers: list[Outlier] = [
+            {"beat": int(i), "peak": int(beat_peaks[i]), "time": beat_peaks[i] / rate,
+             "error": float(err[i])} for i in worst]
+        counts: Counts = {"samples": data.samples, "candidates": int(seg["gates"].shape[0]),
+                          "detected": len(r_peaks), "beats": n_beats,
+                          "edge_dropped": int(seg["edge_dropped"]), "bpm": bpm}
 
-        accuracy = None
+        accuracy: Accuracy | None = None
         if data.truth is not None:
             accuracy = _accuracy(r_peaks, data.truth, rate, data.samples)
             if accuracy["scored"]:
@@ -279,7 +307,8 @@ def run(config: Config, say=print) -> Result:
             else:
                 say(f"detection against {data.truth.name}: not scored: {accuracy['why']}")
 
-        plots = {}
+        plots: dict[str, Path] = {}
+        assert staging.path is not None  # made by `with staging`
         if config.plots:
             begun = time.perf_counter()
             from .plots import write_plots

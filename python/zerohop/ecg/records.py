@@ -13,10 +13,9 @@ import glob
 import os
 import socket
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING
 
 import numpy as np
 from numpy.typing import NDArray
@@ -29,7 +28,6 @@ if TYPE_CHECKING:
 
     from .._zerohop import Tensor
     from .report import Accuracy
-    from .sources import Truth
 
 #: Fault injection for the tests: a worker that reaches the record of this name kills itself
 #: with SIGKILL, as the kernel's OOM killer would.
@@ -142,10 +140,6 @@ def process_record(index: int, path: str | os.PathLike[str],
     from . import segment
     from .pipeline import Config, _accuracy, _check_detection
 
-    # pipeline.py is not annotated yet: the types of its two helpers, as used here.
-    accuracy_of = cast("Callable[[NDArray[Any], Truth, float, int], Accuracy]", _accuracy)
-    check_detection = cast("Callable[[NDArray[Any], str, float], float]", _check_detection)
-
     begun = time.perf_counter()
     path = Path(path)
     name = record_name(path)
@@ -169,8 +163,8 @@ def process_record(index: int, path: str | os.PathLike[str],
 
         zm.reset_current()
     r_peaks = np.from_dlpack(seg["r_peaks"])
-    bpm = check_detection(r_peaks, data.description, data.rate)
-    accuracy = (accuracy_of(r_peaks, data.truth, data.rate, data.samples)
+    bpm = _check_detection(r_peaks, data.description, data.rate)
+    accuracy = (_accuracy(r_peaks, data.truth, data.rate, data.samples)
                 if data.truth is not None else None)
     return RecordBeats(
         index=index, name=name, description=data.description, rate=data.rate,

@@ -2,38 +2,67 @@
 power-of-two width: three conv + swish + fixed [1, 2, 1] stride-2 downsampling stages, a
 2-d latent (mean over length of two conv heads), and a mirrored decoder."""
 
+from __future__ import annotations
+
 import math
 import os
 import sys
 import time
+from collections.abc import Callable, Iterator, Sequence
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, Literal, Self, TextIO, TypeAlias, TypedDict, TypeVar
 
 import torch
 from torch import nn
 import torch.nn.functional as F
 
-from .step import TrainingStep
+from .step import Reduce, TrainingStep
+
+if TYPE_CHECKING:
+    # mypy does not read torch (tests/typing/mypy.ini), so nn.Module is Any to it, and
+    # --strict forbids subclassing Any: the models' base as mypy sees it, what they use of it.
+    class _Module:
+        def __call__(self, *args: Any, **kwargs: Any) -> Any: ...
+        def parameters(self) -> Iterator[torch.Tensor]: ...
+        def buffers(self) -> Iterator[torch.Tensor]: ...
+        def register_buffer(self, name: str, tensor: torch.Tensor | None) -> None: ...
+        def to(self, device: Device) -> Self: ...
+        def to_empty(self, *, device: Device) -> Self: ...
+        def train(self, mode: bool = True) -> Self: ...
+        def eval(self) -> Self: ...
+else:
+    _Module = nn.Module
+
+#: A torch device or its name ("cpu", "cuda", "cuda:1").
+Device: TypeAlias = "str | torch.device"
+#: The training beats: one (rows, width) tensor, or one per record.
+Beats: TypeAlias = "torch.Tensor | list[torch.Tensor] | tuple[torch.Tensor, ...]"
+#: How training shows progress: a bar (True), a line every few seconds ("lines"), none.
+Progress: TypeAlias = "bool | str"
 
 
-class Swish(nn.Module):
+class Swish(_Module):
     """x · sigmoid(α x) with one learnable α, shared by every layer that uses the instance."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         super().__init__()
         self.alpha = nn.Parameter(torch.tensor(1.0))
 
-    def forward(self, x):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
         return x * torch.sigmoid(self.alpha * x)
 
 
-class Down(nn.Module):
+class Down(_Module):
     """Fixed (not learned) depthwise [1, 2, 1] filter with stride 2: halves the length."""
 
-    def __init__(self, channels):
+    kernel: torch.Tensor  # a buffer, registered in __init__
+
+    def __init__(self, channels: int) -> None:
         super().__init__()
         self.channels = channels
         self.register_buffer("kernel", torch.tensor([1.0, 2.0, 1.0]).repeat(channels, 1, 1))
 
-    def forward(self, x):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
         if torch.compiler.is_compiling() and x.shape[-1] % 2 == 0:
             # Written as strided slices (y[i] = x[2i-1] + 2 x[2i] + x[2i+1], x[-1] = 0),
             # which Inductor fuses with the swish before it, forwards and backwards; eagerly
@@ -43,8 +72,8 @@ class Down(nn.Module):
         return F.conv1d(x, self.kernel, stride=2, padding=1, groups=self.channels)
 
 
-class LightVAE(nn.Module):
-    def __init__(self, width=256, latent=2):
+class LightVAE(_Module):
+    def __init__(self, width: int = 256, latent: int = 2) -> None:
         super().__init__()
         if width < 8 or width & (width - 1):
             raise ValueError(f"width {width} must be a power of two >= 8")
@@ -59,12 +88,12 @@ class LightVAE(nn.Module):
         self.dec = nn.ModuleList([nn.Conv1d(8, 4, 3, padding=1), nn.Conv1d(4, 2, 3, padding=1),
                                   nn.Conv1d(2, 1, 3, padding=1)])
 
-    def encode(self, x):
+    def encode(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         for conv, down in zip(self.enc, self.down):
             x = down(self.swish(conv(x)))
         return self.mu_head(x).mean(-1), self.logvar_head(x).mean(-1)
 
-    def decode(self, z):
+    def decode(self, z: torch.Tensor) -> torch.Tensor:
         x = self.project(z).view(-1, 8, self.width // 8)
         for i, conv in enumerate(self.dec):
             x = conv(double_length(x))
@@ -72,13 +101,13 @@ class LightVAE(nn.Module):
                 x = self.swish(x)
         return x
 
-    def forward(self, x):
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         mu, logvar = self.encode(x)
         z = mu + torch.randn_like(mu) * torch.exp(0.5 * logvar)
         return self.decode(z), mu, logvar
 
 
-def double_length(x):
+def double_length(x: torch.Tensor) -> torch.Tensor:
     """Every sample repeated once along the last axis: nearest-neighbour upsampling by 2, the
     values and gradients of `F.interpolate(x, scale_factor=2, mode="nearest")` bit for bit.
     On an H100 F.interpolate's 1-d kernels took 69 % of a training step's GPU time
@@ -86,7 +115,8 @@ def double_length(x):
     return x.unsqueeze(-1).expand(*x.shape, 2).reshape(*x.shape[:-1], 2 * x.shape[-1])
 
 
-def vae_loss(recon, x, mu, logvar):
+def vae_loss(recon: torch.Tensor, x: torch.Tensor, mu: torch.Tensor,
+             logvar: torch.Tensor) -> torch.Tensor:
     """Σ over the batch of the per-beat mean squared error, plus a KL term weighted 0.1."""
     mse = ((recon - x) ** 2).mean(dim=(1, 2)).sum()
     kld = -0.1 * (1 + logvar - mu.pow(2) - logvar.exp()).mean(dim=1).sum()
@@ -97,7 +127,8 @@ def vae_loss(recon, x, mu, logvar):
 PROGRESS_EVERY_S = 5.0
 
 
-def _progress(epoch, epochs, loss, started, mode=True, state=None, stream=None):
+def _progress(epoch: int, epochs: int, loss: float, started: float, mode: Progress = True,
+              state: dict[str, float] | None = None, stream: TextIO | None = None) -> None:
     """A bar redrawn in place on a terminal (`mode` True); with `mode` "lines", one line every
     PROGRESS_EVERY_S seconds (and at the end) with the time left, for logs and pipes."""
     stream = stream if stream is not None else sys.stderr  # the one in force now
@@ -121,12 +152,12 @@ def _progress(epoch, epochs, loss, started, mode=True, state=None, stream=None):
 
 
 #: malloc serves blocks up to this size from its heap after `keep_freed_memory`...
-KEEP_BLOCKS_BELOW = 32 << 20
+KEEP_BLOCKS_BELOW = 64 << 20
 #: ...and keeps up to this much freed memory before handing any back to the system.
-KEEP_FREED_UP_TO = 64 << 20
+KEEP_FREED_UP_TO = 256 << 20
 
 
-def keep_freed_memory():
+def keep_freed_memory() -> bool:
     """Has glibc's malloc keep the memory a CPU training step frees, for the next step.
 
     A step allocates and frees its activations, a few MB each. By default glibc maps blocks
@@ -151,7 +182,7 @@ def keep_freed_memory():
                 and mallopt(m_trim_threshold, KEEP_FREED_UP_TO))
 
 
-def training_threads(requested=None):
+def training_threads(requested: int | None = None) -> int:
     """CPU threads for training: `requested`, else the cores this process may use less the
     ones other work keeps busy (the 1-minute load average), but never fewer than its physical
     cores: load from other work is shared by the scheduler, and a day-long record trained on
@@ -166,10 +197,10 @@ def training_threads(requested=None):
     return max(1, min(max(physical_cores(allowed), len(allowed) - busy), 8))
 
 
-def physical_cores(cpus):
+def physical_cores(cpus: Sequence[int]) -> int:
     """How many physical cores the logical `cpus` belong to (hyper-threads share one), from
     Linux's topology files; `len(cpus)` where they cannot be read."""
-    cores = set()
+    cores: set[str] = set()
     for cpu in cpus:
         try:
             with open(f"/sys/devices/system/cpu/cpu{cpu}/topology/thread_siblings_list") as f:
@@ -179,8 +210,42 @@ def physical_cores(cpus):
     return len(cores) or len(cpus)
 
 
-def train(beats, *, epochs=30, batch_size=None, lr=1e-3, seed=42, device="cpu",
-          progress=True, threads=None, cuda_graph=True, fuse=False):
+class Training(TypedDict):
+    """What `_train` returns; `train` adds the CPU threads used (`Trained`)."""
+
+    model: LightVAE
+    center: float
+    scale: float
+    train_idx: torch.Tensor
+    test_idx: torch.Tensor
+    losses: list[float]
+    held_out: list[float]
+    epoch_seconds: list[float]
+    epoch_split: list[tuple[float, float]]
+    test_loss: float
+    batch_size: int
+    lr: float
+    epochs_run: int
+    best_epoch: int
+    stopped_early: bool
+    steps: int
+    captured: bool
+    why_eager: str | None
+    fused: bool
+    why_unfused: str | None
+    setup_seconds: float
+    beats_trained: int
+
+
+class Trained(Training):
+    """What `train` returns (see there)."""
+
+    threads: int
+
+
+def train(beats: Beats, *, epochs: int = 30, batch_size: int | None = None, lr: float = 1e-3,
+          seed: int = 42, device: Device = "cpu", progress: Progress = True,
+          threads: int | None = None, cuda_graph: bool = True, fuse: bool = False) -> Trained:
     """Trains on 75 % of `beats` (n, width) and tests on the rest. Beats are normalised by one
     global shift and scale (their mean and standard deviation), so the model, its losses and
     the outlier scores are the same whatever the input's units (mV or ADC counts) and the KL
@@ -211,11 +276,10 @@ def train(beats, *, epochs=30, batch_size=None, lr=1e-3, seed=42, device="cpu",
                         fuse)
     finally:
         torch.set_num_threads(before)
-    result["threads"] = threads
-    return result
+    return {**result, "threads": threads}
 
 
-def warm_up(device, width=256, rows=64):
+def warm_up(device: Device, width: int = 256, rows: int = 64) -> None:
     """One forward and backward pass of a LightVAE over zeros on `device`, so that the GPU's
     first-use costs (cuDNN's and cuBLAS's handles, loading kernels, choosing convolution
     algorithms: about 0.4 s on an H100) are paid before training rather than in its first
@@ -235,7 +299,7 @@ def warm_up(device, width=256, rows=64):
         torch.cuda.synchronize(device)
 
 
-def warm_up_in_background(device):
+def warm_up_in_background(device: Device) -> Callable[[], None]:
     """`warm_up(device)` in a thread, for while the records are read; returns the function
     that waits for it (it never raises: warming up only saves time). Nothing on the CPU."""
     import threading
@@ -248,14 +312,14 @@ def warm_up_in_background(device):
     return thread.join
 
 
-def _quietly(fn, *args):
+def _quietly(fn: Callable[..., object], *args: object) -> None:
     try:
         fn(*args)
     except Exception:  # noqa: BLE001 - a failure here shows again, clearly, in training
         pass
 
 
-def _parts(beats):
+def _parts(beats: Beats) -> tuple[list[torch.Tensor], int]:
     """The training beats as a list of (rows, width) tensors: one tensor, or one per record
     (views of the memory the records arrived in, never concatenated)."""
     parts = list(beats) if isinstance(beats, (list, tuple)) else [beats]
@@ -265,15 +329,17 @@ def _parts(beats):
     return parts, widths.pop()
 
 
-def _distributed():
+def _distributed() -> ModuleType | None:
     """torch.distributed's world when a job runs under torchrun with more than one rank."""
     import torch.distributed as dist
 
-    return dist if dist.is_available() and dist.is_initialized() and \
+    module: ModuleType = dist  # Any to mypy, which does not read torch
+    return module if dist.is_available() and dist.is_initialized() and \
         dist.get_world_size() > 1 else None
 
 
-def _all_reduce(values, device, op="sum"):
+def _all_reduce(values: Sequence[float], device: Device,
+                op: Literal["sum", "min"] = "sum") -> list[float]:
     """`values` (floats) reduced over every rank (as they are when there is one)."""
     dist = _distributed()
     if dist is None:
@@ -282,10 +348,11 @@ def _all_reduce(values, device, op="sum"):
     on = device if dist.get_backend() == "nccl" else "cpu"
     t = torch.tensor(values, dtype=torch.float64, device=on)
     dist.all_reduce(t, op=dist.ReduceOp.MIN if op == "min" else dist.ReduceOp.SUM)
-    return t.tolist()
+    reduced: list[float] = t.tolist()
+    return reduced
 
 
-def level_baseline_(rows):
+def level_baseline_(rows: torch.Tensor) -> torch.Tensor:
     """Removes each beat's baseline in place: the straight line through the mean of its first
     and of its last sixteenth (the quiet stretches before the P wave and after the T wave).
     Baseline wander is slow beside a beat, so over one beat it is nearly that line; left in,
@@ -304,7 +371,8 @@ def level_baseline_(rows):
     return rows
 
 
-def _normalise(parts, device):
+def _normalise(parts: Sequence[torch.Tensor],
+               device: Device) -> tuple[torch.Tensor, float, float]:
     """The training tensor on `device`: every beat with its baseline levelled, then one shift
     and scale for all beats (every rank's, under torchrun), the mean and standard deviation
     over every sample, so beats keep their sizes relative to one another."""
@@ -326,7 +394,8 @@ def _normalise(parts, device):
     return normalised, center, scale
 
 
-def _train(beats, epochs, batch_size, lr, seed, device, progress, capture, fuse=False):
+def _train(beats: Beats, epochs: int, batch_size: int | None, lr: float, seed: int,
+           device: Device, progress: Progress, capture: bool, fuse: bool = False) -> Training:
     started = time.perf_counter()
     torch.manual_seed(seed)
     generator = torch.Generator().manual_seed(seed)
@@ -336,7 +405,7 @@ def _train(beats, epochs, batch_size, lr, seed, device, progress, capture, fuse=
     split = max(1, int(0.75 * n))
     train_idx, test_idx = order[:split], order[split:]
     dist = _distributed()
-    ranks = dist.get_world_size() if dist is not None else 1
+    ranks: int = dist.get_world_size() if dist is not None else 1
     # Under torchrun every rank trains on its own records' beats, and the ranks share out the
     # batch one process would use for all of them (the gradients are averaged over ranks), so
     # N ranks take the steps one process would, each on a Nth of the work: the same training,
@@ -353,7 +422,7 @@ def _train(beats, epochs, batch_size, lr, seed, device, progress, capture, fuse=
     # the indices, and the running loss, read once an epoch, so a step never waits for the host.
     normalised, center, scale = _normalise(parts, device)
 
-    def loss(x):
+    def loss(x: torch.Tensor) -> torch.Tensor:
         recon, mu, logvar = model(x)
         return vae_loss(recon, x, mu, logvar)
 
@@ -377,8 +446,12 @@ def _train(beats, epochs, batch_size, lr, seed, device, progress, capture, fuse=
     shuffler = generator if torch.device(device).type == "cpu" else \
         torch.Generator(device=device).manual_seed(seed)
     test_on_device = test_idx.to(device)
-    losses, held_out, seconds, split_seconds, best, seen = [], [], [], [], 0, 0
-    shown = {}
+    losses: list[float] = []
+    held_out: list[float] = []
+    seconds: list[float] = []
+    split_seconds: list[tuple[float, float]] = []
+    best, seen = 0, 0
+    shown: dict[str, float] = {}
     for epoch in range(epochs):
         model.train()
         step.total.zero_()
@@ -416,19 +489,19 @@ def _train(beats, epochs, batch_size, lr, seed, device, progress, capture, fuse=
             "beats_trained": int(_all_reduce([seen], device)[0])}
 
 
-def _averager(dist, ranks):
+def _averager(dist: ModuleType | None, ranks: int) -> Reduce | None:
     """The gradients' mean over ranks, in place; None with one rank."""
     if dist is None:
         return None
 
-    def average(grads):
+    def average(grads: torch.Tensor) -> None:
         dist.all_reduce(grads)
         grads.div_(ranks)
 
     return average
 
 
-def default_batch(device, training_beats):
+def default_batch(device: Device, training_beats: int) -> int:
     """The largest batch when none is asked for: 1024 on the CPU. On a GPU a step's time
     grows with its batch only above about 1,000 beats (bench/ecg_step.py), so a larger
     batch makes an epoch cheaper there and leaves each of several GPUs work enough to
@@ -448,7 +521,7 @@ PATIENCE = 5
 MIN_IMPROVEMENT = 1e-3
 
 
-def convergence_note(trained, epochs):
+def convergence_note(trained: Training, epochs: int) -> str:
     """Whether training converged, in words for the report."""
     ran, best = trained["epochs_run"], trained["best_epoch"]
     if trained["stopped_early"]:
@@ -460,8 +533,18 @@ def convergence_note(trained, epochs):
     return f"ran all {epochs} epochs; the held-out loss was lowest at epoch {best}"
 
 
-@torch.no_grad()
-def _held_out_loss(model, normalised, indices, device, chunk=8192):
+_F = TypeVar("_F", bound=Callable[..., object])
+
+
+def _no_grad(fn: _F) -> _F:
+    """`@torch.no_grad()`, keeping `fn`'s type (torch's decorator is Any to mypy)."""
+    decorated: _F = torch.no_grad()(fn)
+    return decorated
+
+
+@_no_grad
+def _held_out_loss(model: LightVAE, normalised: torch.Tensor, indices: torch.Tensor,
+                   device: Device, chunk: int = 8192) -> float:
     """The loss per beat over the held-out beats (every rank's), in chunks summed on the
     device and read once."""
     model.eval()
@@ -474,16 +557,20 @@ def _held_out_loss(model, normalised, indices, device, chunk=8192):
     return summed / count if count else math.nan
 
 
-@torch.no_grad()
-def embed(model, beats, scale, device="cpu", batch_size=4096, center=0.0,
-          reconstructions=True):
+@_no_grad
+def embed(model: LightVAE, beats: Beats, scale: float, device: Device = "cpu",
+          batch_size: int = 4096, center: float = 0.0, reconstructions: bool = True
+          ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None, torch.Tensor]:
     """Latent means, log-variances, reconstructions (in input units) and per-beat
     reconstruction error (the outlier score: the mean square error of the normalised beat, so
     in units of the beats' variance, the same for mV and ADC counts) for every beat. With
     `reconstructions=False` the third is None: a day-long record's are as large as its beats
     (100 MB), twice that while they are gathered, and the job does not need them."""
     model.eval()
-    mus, logvars, recons, errors = [], [], [], []
+    mus: list[torch.Tensor] = []
+    logvars: list[torch.Tensor] = []
+    recons: list[torch.Tensor] = []
+    errors: list[torch.Tensor] = []
     parts, width = _parts(beats)
     for normalised in _normalised_batches(parts, width, batch_size, device, center, scale):
         mu, logvar = model.encode(normalised.unsqueeze(1))
@@ -497,7 +584,9 @@ def embed(model, beats, scale, device="cpu", batch_size=4096, center=0.0,
             torch.cat(errors))
 
 
-def _normalised_batches(parts, width, batch_size, device, center, scale):
+def _normalised_batches(parts: Sequence[torch.Tensor], width: int, batch_size: int,
+                        device: Device, center: float, scale: float
+                        ) -> Iterator[torch.Tensor]:
     """The parts' beats, normalised, in batches of `batch_size` rows (the last one shorter):
     thousands of small records make a few large batches rather than a pass each. Each beat is
     read once, straight into the batch (normalising writes a new tensor anyway)."""
@@ -506,12 +595,14 @@ def _normalised_batches(parts, width, batch_size, device, center, scale):
     total = sum(int(p.shape[0]) for p in parts)
     done = 0
     pending = ((p, 0) for p in parts)
+    part: torch.Tensor | None
     part, start = next(pending, (None, 0))
     while done < total:
         rows = min(batch_size, total - done)
         batch = torch.empty((rows, width), dtype=torch.float32, device=device)
         filled = 0
         while filled < rows:
+            assert part is not None  # `total` counts the parts' rows: rows left, a part left
             take = min(rows - filled, int(part.shape[0]) - start)
             out = batch[filled:filled + take]
             level_baseline_(out.copy_(part[start:start + take]))

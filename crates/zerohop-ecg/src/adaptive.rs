@@ -118,7 +118,15 @@ pub fn embed_around(signal: &[f32], peaks: &[i64], p: &DetectParams) -> Result<R
 
 /// Refuses a signal with NaN or infinite samples, naming the first.
 pub fn check_finite(signal: &[f32]) -> Result<()> {
-    match signal.par_iter().position_first(|v| !v.is_finite()) {
+    // Chunks checked without an early exit, so the check vectorises: one rayon item per
+    // sample cost more than the whole detector's curvature stage.
+    const CHUNK: usize = 1 << 16;
+    let any_bad = |chunk: &[f32]| chunk.iter().fold(false, |bad, v| bad | !v.is_finite());
+    let first_bad_chunk = signal.par_chunks(CHUNK).position_first(any_bad);
+    match first_bad_chunk.and_then(|c| {
+        let chunk = &signal[c * CHUNK..signal.len().min((c + 1) * CHUNK)];
+        chunk.iter().position(|v| !v.is_finite()).map(|i| c * CHUNK + i)
+    }) {
         None => Ok(()),
         Some(at) => {
             let count = signal.par_iter().filter(|v| !v.is_finite()).count();

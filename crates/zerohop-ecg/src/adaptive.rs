@@ -125,7 +125,10 @@ pub fn check_finite(signal: &[f32]) -> Result<()> {
     let first_bad_chunk = signal.par_chunks(CHUNK).position_first(any_bad);
     match first_bad_chunk.and_then(|c| {
         let chunk = &signal[c * CHUNK..signal.len().min((c + 1) * CHUNK)];
-        chunk.iter().position(|v| !v.is_finite()).map(|i| c * CHUNK + i)
+        chunk
+            .iter()
+            .position(|v| !v.is_finite())
+            .map(|i| c * CHUNK + i)
     }) {
         None => Ok(()),
         Some(at) => {

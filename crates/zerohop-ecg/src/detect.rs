@@ -137,36 +137,62 @@ pub fn squared_slope(curv: &[f32], out: &mut [f32]) {
 /// `energy[i] = Σ slope[i - w + 1 ..= i]` (samples before the start count as zero), every
 /// sum taken oldest first, 8 outputs at a time so the inner loop vectorises.
 pub fn integrate(slope: &[f32], window: usize, out: &mut [f32]) {
-    let n = slope.len();
-    assert_eq!(out.len(), n);
-    const BLOCK: usize = 8;
+    assert_eq!(out.len(), slope.len());
+    let wide = crate::simd::wide_vectors();
     out.par_chunks_mut(4096).enumerate().for_each(|(c, chunk)| {
-        let base = c * 4096;
-        let mut i = 0;
-        while i < chunk.len() {
-            let start = base + i;
-            if start + 1 >= window && i + BLOCK <= chunk.len() {
-                let mut acc = [0f32; BLOCK];
-                for j in 0..window {
-                    let lane = &slope[start + 1 - window + j..start + 1 - window + j + BLOCK];
-                    for t in 0..BLOCK {
-                        acc[t] += lane[t];
-                    }
-                }
-                chunk[i..i + BLOCK].copy_from_slice(&acc);
-                i += BLOCK;
-            } else {
-                let mut acc = 0f32;
-                for j in 0..window {
-                    if let Some(k) = (start + 1 + j).checked_sub(window) {
-                        acc += slope[k];
-                    }
-                }
-                chunk[i] = acc;
-                i += 1;
-            }
+        if wide {
+            // SAFETY: the CPU has AVX2 (checked at run time just above).
+            unsafe { integrate_chunk_avx2(slope, window, c * 4096, chunk) }
+        } else {
+            integrate_chunk(slope, window, c * 4096, chunk)
         }
     });
+}
+
+/// `integrate_chunk` compiled for AVX2: the same additions in the same order, so the results
+/// are bitwise those of the plain build and of the CUDA kernel.
+///
+/// # Safety
+/// The CPU must support AVX2.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn integrate_chunk_avx2(slope: &[f32], window: usize, base: usize, chunk: &mut [f32]) {
+    integrate_chunk(slope, window, base, chunk)
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+unsafe fn integrate_chunk_avx2(slope: &[f32], window: usize, base: usize, chunk: &mut [f32]) {
+    integrate_chunk(slope, window, base, chunk)
+}
+
+/// Outputs `base .. base + chunk.len()` of `integrate`.
+#[inline(always)]
+fn integrate_chunk(slope: &[f32], window: usize, base: usize, chunk: &mut [f32]) {
+    const BLOCK: usize = 8;
+    let mut i = 0;
+    while i < chunk.len() {
+        let start = base + i;
+        if start + 1 >= window && i + BLOCK <= chunk.len() {
+            let mut acc = [0f32; BLOCK];
+            for j in 0..window {
+                let lane = &slope[start + 1 - window + j..start + 1 - window + j + BLOCK];
+                for t in 0..BLOCK {
+                    acc[t] += lane[t];
+                }
+            }
+            chunk[i..i + BLOCK].copy_from_slice(&acc);
+            i += BLOCK;
+        } else {
+            let mut acc = 0f32;
+            for j in 0..window {
+                if let Some(k) = (start + 1 + j).checked_sub(window) {
+                    acc += slope[k];
+                }
+            }
+            chunk[i] = acc;
+            i += 1;
+        }
+    }
 }
 
 /// Energy maxima at least half a candidate window from a larger one, after the filters'
@@ -214,7 +240,9 @@ pub fn candidates(energy: &[f32], params: &DetectParams) -> Vec<(usize, f32)> {
                 // its own window (the window one sample earlier).
                 let before_was = q > ahead && energy[q - 1] >= e && {
                     let v = energy[q - 1];
-                    energy[q - 1 - ahead..=q - 1 + behind].iter().all(|&x| x <= v)
+                    energy[q - 1 - ahead..=q - 1 + behind]
+                        .iter()
+                        .all(|&x| x <= v)
                 };
                 if !before_was {
                     out.push((q, e));
@@ -439,6 +467,28 @@ mod tests {
     }
 
     #[test]
+    fn eight_lanes_give_the_four_lane_build_s_energy_bit_for_bit() {
+        if !crate::simd::wide_vectors() {
+            return; // nothing to compare on this CPU
+        }
+        let slope: Vec<f32> = (0..10_000)
+            .map(|i| ((i as f32 * 0.37).sin() * 3.1).powi(2))
+            .collect();
+        for base in [0, 21, 4096, 9000] {
+            let len = (slope.len() - base).min(4096);
+            let (mut plain, mut wide) = (vec![0f32; len], vec![0f32; len]);
+            integrate_chunk(&slope, 54, base, &mut plain);
+            // SAFETY: the CPU has AVX2 (checked above).
+            unsafe { integrate_chunk_avx2(&slope, 54, base, &mut wide) };
+            let same = plain
+                .iter()
+                .zip(&wide)
+                .all(|(a, b)| a.to_bits() == b.to_bits());
+            assert!(same, "base {base}");
+        }
+    }
+
+    #[test]
     fn integration_sums_the_window_in_order() {
         let slope: Vec<f32> = (0..40).map(|i| i as f32).collect();
         let mut out = vec![0f32; 40];
@@ -493,7 +543,9 @@ mod tests {
 
     /// Energies with long rises, plateaus (few distinct values), zeros and lone spikes.
     fn rough_energy(len: usize, seed: u64) -> Vec<f32> {
-        let mut state = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        let mut state = seed
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
         let mut next = move || {
             state = state
                 .wrapping_mul(6364136223846793005)
@@ -539,7 +591,11 @@ mod tests {
             integrate(&slope, p.integration, &mut energy);
             let found = candidates(&energy, &p);
             assert!(!found.is_empty());
-            assert_eq!(found, candidates_by_sliding_maximum(&energy, &p), "rate {rate}");
+            assert_eq!(
+                found,
+                candidates_by_sliding_maximum(&energy, &p),
+                "rate {rate}"
+            );
         }
     }
 

@@ -14,6 +14,7 @@ mod error;
 #[cfg(feature = "cuda")]
 pub mod gpu;
 pub mod segment;
+mod simd;
 pub mod synth;
 pub mod wfdb;
 

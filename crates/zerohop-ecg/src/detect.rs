@@ -233,7 +233,8 @@ pub fn candidates(energy: &[f32], params: &DetectParams) -> Vec<(usize, f32)> {
             let mut out = Vec::new();
             for q in start..=end {
                 let e = energy[q];
-                if !(e > 0.0 && e >= energy[q - 1] && e >= energy[q + 1]) || !largest_in(q, q) {
+                let local_maximum = e > 0.0 && e >= energy[q - 1] && e >= energy[q + 1];
+                if !local_maximum || !largest_in(q, q) {
                     continue;
                 }
                 // The first of a plateau: the sample before was not judged the maximum of

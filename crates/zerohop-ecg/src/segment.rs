@@ -130,7 +130,6 @@ pub(crate) unsafe fn fill<T: Element>(view: &TensorView) -> Result<&mut [T]> {
 /// fused multiply-add), so the CUDA kernel reproduces it bit for bit.
 pub fn curvature(signal: &[f32], kernel: &[f32], out: &mut [f32]) {
     let n = signal.len();
-    let w = kernel.len();
     assert_eq!(out.len(), n);
     if n == 0 {
         return;

@@ -51,6 +51,29 @@ std::vector<double> median_us(const std::vector<std::function<void()>>& bodies, 
   return medians;
 }
 
+// Median µs of one call of each body, every call timed on its own (an event is one call, as a
+// framework's event loop makes it: no loop of thousands to spread a cache miss or an allocation
+// over), the bodies taking turns event by event.
+std::vector<double> median_per_event_us(const std::vector<std::function<void()>>& bodies,
+                                        int events) {
+  std::vector<std::vector<double>> runs(bodies.size());
+  for (const auto& body : bodies) body();  // warm-up
+  for (int e = 0; e < events; ++e) {
+    for (size_t b = 0; b < bodies.size(); ++b) {
+      auto start = std::chrono::steady_clock::now();
+      bodies[b]();
+      std::chrono::duration<double, std::micro> took = std::chrono::steady_clock::now() - start;
+      runs[b].push_back(took.count());
+    }
+  }
+  std::vector<double> medians;
+  for (auto& times : runs) {
+    std::sort(times.begin(), times.end());
+    medians.push_back(times[times.size() / 2]);
+  }
+  return medians;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -128,6 +151,16 @@ int main(int argc, char** argv) {
   std::printf("| 64 × torch::from_blob on precomputed addresses (no ownership, no validation) | %.2f |\n", blob);
   std::printf("| of which zerohop's map alone: zh_map_apply + zh_tensors_free | %.2f |\n", alone);
   std::printf("| ratio zerohop / from_blob | %.2f× (shared storage: %.2f×) |\n", zh / blob, shared / blob);
+  const auto each = median_per_event_us({through_zerohop, shared_storage, from_blob, map_alone},
+                                        iterations * 15);
+  std::printf("\nEach event timed on its own (median of %d events per body, taking turns):\n\n",
+              iterations * 15);
+  std::printf("| body | µs per event |\n|---|---|\n");
+  std::printf("| zerohop C ABI, DLPack per tensor | %.2f |\n", each[0]);
+  std::printf("| zerohop C ABI, one shared storage | %.2f |\n", each[1]);
+  std::printf("| 64 × torch::from_blob | %.2f |\n", each[2]);
+  std::printf("| zerohop's map alone | %.2f |\n", each[3]);
+  std::printf("| ratio shared storage / from_blob | %.2f× |\n", each[1] / each[2]);
   zh_map_free(map);
   zh_table_free(table);
   return 0;

@@ -72,7 +72,7 @@ miri:
 	@if rustup +nightly component list --installed 2>/dev/null | grep -q '^miri' \
 	   || rustup component add miri rust-src --toolchain nightly; then \
 	  cargo +nightly miri test -p zerohop --lib --features arrow,ndarray; \
-	  cargo +nightly miri test -p zerohop-capi --no-default-features --test api --test wrap --test columns; \
+	  cargo +nightly miri test -p zerohop-capi --no-default-features --test api --test wrap --test columns --test streams; \
 	else \
 	  echo; echo "################################################################"; \
 	  echo "## WARNING: Miri could not be installed; Miri tests were SKIPPED ##"; \

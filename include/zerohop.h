@@ -399,6 +399,35 @@ uintptr_t zh_schema_len(const struct zh_schema *schema);
 // stays valid until the next failing call on the same thread.
 const char *zh_last_error(void);
 
+// Sets the CUDA stream `table`'s data is produced on, in DLPack's numbering: 1 the legacy
+// default stream, 2 the per-thread default stream, any other value a `cudaStream_t` (or
+// `CUstream`) of the table's device. Tables made on a device start on the legacy stream, and
+// a row slice (`zh_table_rows`) starts on its table's. `zh_table_write_column` copies on this
+// stream, and `zh_map_apply_on_stream` orders a consumer's stream after it. 0 is refused (it
+// means no stream in DLPack, ambiguous on a device), as is any stream for a host table
+// (`ZH_INVALID_ARGUMENT`). Not to be called while another thread uses the same handle.
+//
+// # Safety
+// `table` must be a live handle or NULL; a stream other than 1 and 2 must be a live stream
+// of the table's device for as long as the table uses it.
+enum zh_status zh_table_set_stream(struct zh_table *table, uintptr_t stream);
+
+// The stream `table`'s data is produced on, into `*out` (0 for a host table).
+//
+// # Safety
+// `table` must be a live handle or NULL; `out` writable or NULL.
+enum zh_status zh_table_get_stream(const struct zh_table *table, uintptr_t *out);
+
+// `zh_map_apply` for work queued on `stream` (DLPack's numbering, as `zh_table_set_stream`):
+// when `table` is on a CUDA device and `stream` is not its stream, `stream` waits for the work
+// queued on the table's stream so far (an event recorded there; the host does not wait), so
+// the tensors may be read on `stream` at once. For a host table `stream` must be 0.
+//
+// # Safety
+// `map` and `table` must be live handles or NULL; `out` writable or NULL; `stream` a live
+// stream of the table's device (or 1 or 2).
+enum zh_status zh_map_apply_on_stream(const struct zh_map *map, const struct zh_table *table, uintptr_t stream, struct zh_tensors **out);
+
 // A zero-filled table of `rows` rows with `schema`'s columns, each column starting on an
 // `alignment`-byte boundary (0: 128), in memory from `resource` (NULL: the current host
 // resource). A device resource gives a device table.

@@ -186,6 +186,10 @@ int main(int argc, char** argv) {
     same_layout &= info.offset == offset && (info.kind == 0 || info.pitch * 4 == layout.pitch);
   }
   check(same_layout, "zerohop finds every column where CMS's rules put it");
+  uintptr_t produced_on = 99;
+  must(zh_table_get_stream(tracks, &produced_on), "zh_table_get_stream");
+  check(produced_on == (on_cuda ? 1u : 0u),
+        "the wrapped table is produced on the legacy default stream (no stream on the host)");
 
   torch::jit::script::Module model = torch::jit::load(argv[1]);
   model.to(torch_device);
@@ -207,7 +211,13 @@ int main(int argc, char** argv) {
     must(zh_table_rows(tracks, start, stop, &in_batch), "zh_table_rows");
     must(zh_table_rows(scores, start, stop, &out_batch), "zh_table_rows");
     zh_tensors* tensors = nullptr;
-    must(zh_map_apply(map, in_batch, &tensors), "zh_map_apply");
+    uintptr_t model_stream = 0;
+#ifdef ZH_CMS_CUDA
+    if (on_cuda) model_stream = reinterpret_cast<uintptr_t>(c10::cuda::getCurrentCUDAStream().stream());
+#endif
+    // The batch's tensors, to be read on the model's stream: it waits (on the device, not the
+    // host) for the stream the program's data was produced on.
+    must(zh_map_apply_on_stream(map, in_batch, model_stream, &tensors), "zh_map_apply_on_stream");
     std::vector<torch::jit::IValue> inputs;
     for (size_t i = 0; i < zh_tensors_len(tensors); ++i) inputs.emplace_back(export_tensor(tensors, i));
     const at::Tensor kin = inputs[0].toTensor(), position = inputs[1].toTensor(),

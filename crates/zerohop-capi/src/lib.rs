@@ -23,6 +23,7 @@ mod resource;
 mod rows;
 mod schema;
 mod status;
+mod stream;
 mod table;
 
 pub use map::*;
@@ -30,6 +31,7 @@ pub use resource::*;
 pub use rows::*;
 pub use schema::*;
 pub use status::*;
+pub use stream::*;
 pub use table::*;
 
 use std::ffi::{c_char, CStr};

@@ -93,7 +93,7 @@ fn compile(spec: *const c_char, flags: u32) -> Outcome<zh_map> {
     })
 }
 
-fn apply(map: &zh_map, table: &zh_table, out: *mut *mut zh_tensors) -> Outcome {
+pub(crate) fn apply(map: &zh_map, table: &zh_table, out: *mut *mut zh_tensors) -> Outcome {
     let tensors = match &table.table {
         Table::Soa(t) => map.map.apply(t, map.options)?,
         Table::Columns(c) => c.map(&map.map, map.options)?,

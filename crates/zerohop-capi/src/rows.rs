@@ -49,11 +49,12 @@ pub unsafe extern "C" fn zh_table_rows(
     guard(|| {
         out_param(out, "out")?;
         // SAFETY: per the contract.
-        let t = &unsafe { handle(table, "table") }?.table;
+        let t = unsafe { handle(table, "table") }?;
         give(
             out,
             zh_table {
-                table: t.slice_rows(start, stop)?,
+                table: t.table.slice_rows(start, stop)?,
+                stream: t.stream,
             },
         );
         Ok(())

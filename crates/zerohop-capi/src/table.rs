@@ -21,6 +21,17 @@ use crate::status::{
 /// table of adopted columns (`zh_table_from_columns`: separate tensors, shared as they are).
 pub struct zh_table {
     pub(crate) table: Table,
+    /// The CUDA stream the data is produced on (DLPack's numbering: 1 the legacy default
+    /// stream); 0 for host tables. See `zh_table_set_stream`.
+    pub(crate) stream: usize,
+}
+
+impl zh_table {
+    /// A handle for `table`, on the legacy default stream when its data is on a CUDA device.
+    pub(crate) fn new(table: Table) -> Self {
+        let stream = usize::from(table.device().kind == zerohop::DeviceKind::Cuda);
+        zh_table { table, stream }
+    }
 }
 
 /// What a `zh_table` holds.
@@ -48,6 +59,13 @@ impl Table {
         match self {
             Table::Soa(t) => t.column_view(name),
             Table::Columns(c) => c.column(name),
+        }
+    }
+
+    pub(crate) fn device(&self) -> Device {
+        match self {
+            Table::Soa(t) => t.device(),
+            Table::Columns(c) => c.device(),
         }
     }
 
@@ -106,12 +124,7 @@ pub unsafe extern "C" fn zh_table_new(
             alignment
         };
         let table = SoaTable::with_options(schema, rows, alignment, resource)?;
-        give(
-            out,
-            zh_table {
-                table: Table::Soa(table),
-            },
-        );
+        give(out, zh_table::new(Table::Soa(table)));
         Ok(())
     })
 }
@@ -167,12 +180,7 @@ pub unsafe extern "C" fn zh_table_wrap(
         // SAFETY: the caller's contract: the memory lives until `owner` releases it.
         let table =
             unsafe { SoaTable::wrap(schema, rows, alignment, data.cast(), bytes, device, owner) }?;
-        give(
-            out,
-            zh_table {
-                table: Table::Soa(table),
-            },
-        );
+        give(out, zh_table::new(Table::Soa(table)));
         Ok(())
     })
 }
@@ -309,15 +317,15 @@ pub unsafe extern "C" fn zh_table_write_column(
             None => return Err(Failure::invalid("source tensor is NULL")),
         };
         // SAFETY: per the contract.
-        let t = &unsafe { handle_mut(table, "table") }?.table;
+        let handle = unsafe { handle_mut(table, "table") }?;
         // SAFETY: per the contract.
         let name = unsafe { text(name, "column name") }?;
-        let target = t.column(name)?;
-        write(&target, &source, name)
+        let target = handle.table.column(name)?;
+        write(&target, &source, name, handle.stream)
     })
 }
 
-fn write(target: &TensorView, source: &TensorView, name: &str) -> Outcome {
+fn write(target: &TensorView, source: &TensorView, name: &str, stream: usize) -> Outcome {
     if target.dtype() != source.dtype() || target.shape() != source.shape() {
         return Err(Failure::invalid(format!(
             "column {name:?} is {} {:?}; the tensor written into it is {} {:?}",
@@ -343,7 +351,7 @@ fn write(target: &TensorView, source: &TensorView, name: &str) -> Outcome {
         // column, and the two ranges do not overlap (checked above).
         return Ok(unsafe { target.copy_from(source) }?);
     }
-    device_write(target, source, name)
+    device_write(target, source, name, stream)
 }
 
 /// The bytes `[first, last)` a view's elements occupy (addresses, any stride signs).
@@ -367,8 +375,8 @@ fn byte_span(view: &TensorView) -> (usize, usize) {
 }
 
 #[cfg(feature = "cuda")]
-fn device_write(target: &TensorView, source: &TensorView, name: &str) -> Outcome {
-    use zerohop::cuda::{copy_async, synchronize, LEGACY_STREAM};
+fn device_write(target: &TensorView, source: &TensorView, name: &str, stream: usize) -> Outcome {
+    use zerohop::cuda::{copy_async, synchronize};
     use zerohop::DeviceKind;
     if !target.is_contiguous() || !source.is_contiguous() {
         return Err(Failure {
@@ -385,24 +393,26 @@ fn device_write(target: &TensorView, source: &TensorView, name: &str) -> Outcome
         .into_iter()
         .find(|d| d.kind == DeviceKind::Cuda)
         .map_or(0, |d| d.id);
+    // A host table's write to or from a device (stream 0) goes on the legacy stream.
+    let stream = zerohop::Stream(stream.max(1));
     // SAFETY: both ranges hold nbytes bytes of live memory (validated views kept alive for
-    // the call); the legacy stream orders the copy after work queued on it, and the host
-    // waits for it before returning.
+    // the call); the table's stream orders the copy after the work queued on it, and the
+    // host waits for it before returning (the source is released then).
     unsafe {
         copy_async(
             device,
             target.data_ptr(),
             source.data_ptr(),
             target.nbytes(),
-            LEGACY_STREAM,
+            stream,
         )?
     };
-    synchronize(device, LEGACY_STREAM)?;
+    synchronize(device, stream)?;
     Ok(())
 }
 
 #[cfg(not(feature = "cuda"))]
-fn device_write(_: &TensorView, source: &TensorView, name: &str) -> Outcome {
+fn device_write(_: &TensorView, source: &TensorView, name: &str, _: usize) -> Outcome {
     Err(Failure {
         status: zh_status::ZH_UNSUPPORTED,
         message: format!(
@@ -482,9 +492,7 @@ pub unsafe extern "C" fn zh_table_from_columns(
         let stream = zerohop::Stream(usize::from(on_cuda));
         give(
             out,
-            zh_table {
-                table: Table::Columns(ColumnTable::new(columns, stream)?),
-            },
+            zh_table::new(Table::Columns(ColumnTable::new(columns, stream)?)),
         );
         Ok(())
     })

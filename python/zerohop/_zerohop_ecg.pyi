@@ -163,6 +163,7 @@ def synthesize(
     noise_mv: float = 0.02,
     wander_mv: float = 0.1,
     ectopic: float = 0.0,
+    day_swing: float = 0.0,
     seed: int = 1,
     csv: _Path | None = None,
     peaks: _Path | None = None,

@@ -23,6 +23,10 @@ pub struct SynthOptions {
     pub wander_mv: f64,
     /// Probability that a beat is a premature ventricular contraction.
     pub ectopic: f64,
+    /// How far the mean heart rate swings over a day, as a fraction of `heart_rate` (0.25:
+    /// ±25 %): a 24-hour cosine, fastest at 14:00 and slowest at 02:00 of a recording that
+    /// starts at midnight, as a Holter record's does. 0: a steady mean rate.
+    pub day_swing: f64,
     pub seed: u64,
 }
 
@@ -36,6 +40,7 @@ impl Default for SynthOptions {
             noise_mv: 0.02,
             wander_mv: 0.1,
             ectopic: 0.0,
+            day_swing: 0.0,
             seed: 1,
         }
     }
@@ -98,12 +103,34 @@ pub fn generate(options: &SynthOptions) -> Result<Synthetic> {
             ),
         ));
     }
+    let (slowest, fastest) = (
+        o.heart_rate * (1.0 - o.day_swing),
+        o.heart_rate * (1.0 + o.day_swing),
+    );
+    if !((0.0..1.0).contains(&o.day_swing) && slowest >= 20.0 && fastest <= 250.0) {
+        return Err(invalid(
+            "synthetic options",
+            format!(
+                "day swing {} must be in [0, 1) and keep the heart rate within 20..250 bpm \
+                 ({slowest:.0} to {fastest:.0} bpm)",
+                o.day_swing
+            ),
+        ));
+    }
     let n = (o.seconds * o.rate).round() as usize;
     let mut rng = Rng(o.seed.wrapping_mul(0x9E3779B97F4A7C15) | 1);
     let two_pi = 2.0 * std::f64::consts::PI;
 
     // Beat times (R peaks) from the RR process, starting half a beat in.
     let mean_rr = 60.0 / o.heart_rate;
+    // The mean RR interval at time t (s) of the day.
+    let mean_rr_at = |t: f64| {
+        if o.day_swing == 0.0 {
+            return mean_rr;
+        }
+        let hours = t / 3600.0;
+        mean_rr / (1.0 + o.day_swing * (two_pi * (hours - 14.0) / 24.0).cos())
+    };
     let mut beats: Vec<(f64, f64, bool)> = Vec::new(); // (R time, RR to next, ectopic)
     let mut t = mean_rr / 2.0;
     let mut compensate = false;
@@ -112,7 +139,7 @@ pub fn generate(options: &SynthOptions) -> Result<Synthetic> {
             + 0.04 * (two_pi * 0.1 * t).sin()
             + 0.03 * (two_pi * 0.25 * t).sin()
             + o.jitter * rng.normal();
-        let mut rr = mean_rr * modulation.clamp(0.7, 1.3);
+        let mut rr = mean_rr_at(t) * modulation.clamp(0.7, 1.3);
         let is_ectopic = !compensate && rng.next_f64() < o.ectopic;
         if compensate {
             rr *= 1.35;
@@ -129,7 +156,7 @@ pub fn generate(options: &SynthOptions) -> Result<Synthetic> {
         t += beats.last().expect("just pushed").1;
         if compensate {
             beats.push((t, 0.0, true));
-            let rr_next = mean_rr * (1.0 + o.jitter * rng.normal()).clamp(0.7, 1.3);
+            let rr_next = mean_rr_at(t) * (1.0 + o.jitter * rng.normal()).clamp(0.7, 1.3);
             beats.last_mut().expect("just pushed").1 = rr_next;
             t += rr_next;
         }
@@ -257,5 +284,67 @@ pub fn score(
         true_positives: tp,
         false_positives: detected.len() - tp,
         false_negatives: truth.len() - tp,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn bpm_between(s: &Synthetic, rate: f64, from_h: f64, to_h: f64) -> f64 {
+        let (from, to) = (
+            (from_h * 3600.0 * rate) as usize,
+            (to_h * 3600.0 * rate) as usize,
+        );
+        let beats = s.r_peaks.iter().filter(|&&r| r >= from && r < to).count();
+        beats as f64 / (to_h - from_h) / 60.0
+    }
+
+    #[test]
+    fn the_heart_rate_swings_over_the_day() {
+        let rate = 50.0;
+        let day = generate(&SynthOptions {
+            rate,
+            seconds: 24.0 * 3600.0,
+            heart_rate: 70.0,
+            day_swing: 0.3,
+            ..Default::default()
+        })
+        .unwrap();
+        let (night, afternoon) = (
+            bpm_between(&day, rate, 1.0, 3.0),
+            bpm_between(&day, rate, 13.0, 15.0),
+        );
+        // 70 × (1 ± 0.3 · cos(±15°)) ≈ 49.7 and 90.3 bpm
+        assert!((night - 49.7).abs() < 2.0, "{night} bpm at night");
+        assert!(
+            (afternoon - 90.3).abs() < 2.5,
+            "{afternoon} bpm in the afternoon"
+        );
+        let steady = SynthOptions {
+            seconds: 600.0,
+            ..Default::default()
+        };
+        let swung = SynthOptions {
+            day_swing: 0.0,
+            ..steady.clone()
+        };
+        assert_eq!(
+            generate(&steady).unwrap().r_peaks,
+            generate(&swung).unwrap().r_peaks
+        );
+    }
+
+    #[test]
+    fn a_swing_that_leaves_the_heart_rates_is_refused() {
+        for (heart_rate, day_swing) in [(70.0, 1.0), (70.0, -0.1), (200.0, 0.3), (25.0, 0.3)] {
+            let err = generate(&SynthOptions {
+                heart_rate,
+                day_swing,
+                ..Default::default()
+            })
+            .unwrap_err();
+            assert!(err.to_string().contains("day swing"), "{err}");
+        }
     }
 }

@@ -103,6 +103,9 @@ def parser() -> argparse.ArgumentParser:
                    metavar="BPM", help="synthetic heart rate")
     p.add_argument("--ectopic", type=_finite("the ectopic fraction", 0.0, 0.5), default=0.0,
                    help="synthetic: fraction of premature ventricular beats")
+    p.add_argument("--day-swing", type=_finite("the day swing", 0.0, 0.9), default=0.0,
+                   metavar="FRACTION", help="synthetic: how far the mean heart rate swings over "
+                   "a 24-hour day (0.25: ±25 %%, fastest at 14:00, slowest at 02:00)")
     p.add_argument("--method", choices=["adaptive", "blog"], default="adaptive",
                    help="beat detection: adaptive thresholds (any rate from 30 to 250 bpm), "
                    "or the Part 3 blog's fixed windows")
@@ -191,7 +194,8 @@ def _main(argv: Sequence[str] | None = None) -> int:
     config = Config(out=args.out, csv=args.csv, wfdb=args.wfdb, rate=args.rate,
                     column=args.column, delimiter=args.delimiter, fill=args.fill,
                     synthetic_hours=args.synthetic, heart_rate=args.heart_rate,
-                    ectopic=args.ectopic, method=args.method, device=args.device,
+                    ectopic=args.ectopic, day_swing=args.day_swing, method=args.method,
+                    device=args.device,
                     epochs=args.epochs, batch_size=args.batch_size, threads=args.threads,
                     seed=args.seed, cuda_graph=not args.no_cuda_graph,
                     fuse=args.fuse_kernels,

@@ -49,6 +49,8 @@ class Config:
     synthetic_hours: float | None = None
     heart_rate: float = 70.0
     ectopic: float = 0.0
+    #: Synthetic: how far the mean heart rate swings over a day (0.25: ±25 %).
+    day_swing: float = 0.0
     method: str = "adaptive"
     device: str = "cpu"
     epochs: int = 30

@@ -395,10 +395,12 @@ def _synthetic(config: Config, say: Callable[[str], object]) -> Input:
     samples = hours * 3600.0 * rate
     check_memory(int(samples), f"--synthetic {hours:g}")
     bpm = config.heart_rate
-    say(f"generating {hours:g} h of synthetic ECG at {rate:g} Hz, {bpm:g} bpm, "
+    swing = f" ± {config.day_swing * 100:g} % over the day" if config.day_swing else ""
+    say(f"generating {hours:g} h of synthetic ECG at {rate:g} Hz, {bpm:g} bpm{swing}, "
         f"{config.ectopic * 100:g} % ectopic beats")
     signal, peaks, ectopic = synthesize(hours * 3600.0, rate=rate, heart_rate=bpm,
-                                        ectopic=config.ectopic, seed=config.seed)
+                                        ectopic=config.ectopic, day_swing=config.day_swing,
+                                        seed=config.seed)
     truth = Truth(samples=np.from_dlpack(peaks).astype(np.int64),
                   symbols=["V" if e else "N" for e in ectopic],
                   name="the generator's R peaks")

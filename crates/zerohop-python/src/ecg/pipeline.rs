@@ -337,8 +337,10 @@ fn segment<'py>(
 
 /// A synthetic ECG (ECGSYN-style) with known R peaks: (signal in mV as float32, R peaks as
 /// int64, ectopic flags). With `csv`, also writes it (header `mv`), and the R peaks to `peaks`.
+/// `day_swing` swings the mean heart rate over a 24-hour day by that fraction (0.25: ±25 %,
+/// fastest at 14:00 and slowest at 02:00 of a recording starting at midnight).
 #[pyfunction]
-#[pyo3(signature = (seconds, *, rate=250.0, heart_rate=70.0, noise_mv=0.02, wander_mv=0.1, ectopic=0.0, seed=1, csv=None, peaks=None))]
+#[pyo3(signature = (seconds, *, rate=250.0, heart_rate=70.0, noise_mv=0.02, wander_mv=0.1, ectopic=0.0, day_swing=0.0, seed=1, csv=None, peaks=None))]
 #[allow(clippy::too_many_arguments)]
 fn synthesize(
     py: Python<'_>,
@@ -348,6 +350,7 @@ fn synthesize(
     noise_mv: f64,
     wander_mv: f64,
     ectopic: f64,
+    day_swing: f64,
     seed: u64,
     csv: Option<PathBuf>,
     peaks: Option<PathBuf>,
@@ -359,6 +362,7 @@ fn synthesize(
         noise_mv,
         wander_mv,
         ectopic,
+        day_swing,
         seed,
         ..Default::default()
     };

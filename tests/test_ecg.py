@@ -162,6 +162,28 @@ def test_the_job_on_synthetic_tachycardia_reports_accuracy(tmp_path):
     assert not list(out.glob("*.png"))
 
 
+def test_a_synthetic_day_swings_its_heart_rate():
+    """`day_swing` slows the small hours and quickens the afternoon, as a Holter record's
+    rate does; out of range it is refused by name."""
+    rate = 50.0
+    _, peaks, _ = ecg.synthesize(24 * 3600.0, rate=rate, heart_rate=70.0, day_swing=0.3)
+    hours = np.from_dlpack(peaks) / rate / 3600.0
+    night = np.count_nonzero((hours >= 1) & (hours < 3)) / 120.0
+    afternoon = np.count_nonzero((hours >= 13) & (hours < 15)) / 120.0
+    assert 47 < night < 52 and 88 < afternoon < 93, (night, afternoon)
+    with pytest.raises(ValueError, match="day swing"):
+        ecg.synthesize(60.0, heart_rate=200.0, day_swing=0.3)
+
+
+def test_the_command_line_refuses_a_day_swing_out_of_range(capsys):
+    from zerohop.ecg.__main__ import main
+
+    with pytest.raises(SystemExit) as exit_:
+        main(["--synthetic", "1", "--day-swing", "1.5"])
+    assert exit_.value.code == 2
+    assert "argument --day-swing: 1.5: the day swing must be 0 to 0.9" in capsys.readouterr().err
+
+
 def physionet_csv(path, delimiter=","):
     """A CSV as PhysioNet's export writes it: quoted names, a units row, time first."""
     signal, _, _ = ecg.synthesize(60.0, rate=360.0, seed=5)

@@ -64,6 +64,8 @@ typedef struct zh_schema zh_schema;
 
 // A table (opaque): an SoA table (one buffer, every column padded to the alignment) or a
 // table of adopted columns (`zh_table_from_columns`: separate tensors, shared as they are).
+// The table itself is the core's `zerohop::soa::Table`; the handle adds the stream its data
+// is produced on.
 typedef struct zh_table zh_table;
 
 // The tensors of one map applied to one table (opaque).

@@ -9,7 +9,7 @@ use zerohop::dlpack::{export_versioned, ExportOptions};
 use zerohop::soa::{MapOptions, MappedTensor, TensorMap};
 
 use crate::status::{give, guard, handle, out_param, release, text, zh_status, Failure, Outcome};
-use crate::table::{zh_table, Table};
+use crate::table::zh_table;
 
 /// Export the tensors read-only (DLPack's READ_ONLY flag set).
 pub const ZH_MAP_READONLY: u32 = 1;
@@ -94,10 +94,7 @@ fn compile(spec: *const c_char, flags: u32) -> Outcome<zh_map> {
 }
 
 pub(crate) fn apply(map: &zh_map, table: &zh_table, out: *mut *mut zh_tensors) -> Outcome {
-    let tensors = match &table.table {
-        Table::Soa(t) => map.map.apply(t, map.options)?,
-        Table::Columns(c) => c.map(&map.map, map.options)?,
-    };
+    let tensors = table.table.map(&map.map, map.options, None)?;
     let made = zh_tensors {
         tensors,
         names: map.names.clone(),

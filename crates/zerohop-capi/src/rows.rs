@@ -74,9 +74,7 @@ pub unsafe extern "C" fn zh_table_column_info(
     guard(|| {
         out_param(out, "out")?;
         // SAFETY: per the contract.
-        let t = unsafe { handle(table, "table") }?
-            .table
-            .soa("zh_table_column_info")?;
+        let t = unsafe { handle(table, "table") }?.soa("zh_table_column_info")?;
         // SAFETY: as above.
         let name = unsafe { text(name, "column name") }?;
         let info = describe(t, name)?;

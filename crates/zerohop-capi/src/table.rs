@@ -8,7 +8,7 @@ use std::sync::Arc;
 use zerohop::dlpack::ffi::DLManagedTensorVersioned;
 use zerohop::dlpack::{export_versioned, import_versioned, ExportOptions};
 use zerohop::memory::current_resource;
-use zerohop::soa::{ColumnTable, SoaTable, SOA_DEFAULT_ALIGNMENT};
+use zerohop::soa::{ColumnOptions, ColumnTable, SoaTable, Table, SOA_DEFAULT_ALIGNMENT};
 use zerohop::{DType, Device, Owner, ReleaseCallback, TensorView};
 
 use crate::resource::zh_resource;
@@ -19,6 +19,8 @@ use crate::status::{
 
 /// A table (opaque): an SoA table (one buffer, every column padded to the alignment) or a
 /// table of adopted columns (`zh_table_from_columns`: separate tensors, shared as they are).
+/// The table itself is the core's `zerohop::soa::Table`; the handle adds the stream its data
+/// is produced on.
 pub struct zh_table {
     pub(crate) table: Table,
     /// The CUDA stream the data is produced on (DLPack's numbering: 1 the legacy default
@@ -32,48 +34,21 @@ impl zh_table {
         let stream = usize::from(table.device().kind == zerohop::DeviceKind::Cuda);
         zh_table { table, stream }
     }
-}
 
-/// What a `zh_table` holds.
-pub(crate) enum Table {
-    Soa(SoaTable),
-    Columns(ColumnTable),
-}
-
-impl Table {
     /// The SoA table, or ZH_UNSUPPORTED naming `what` for a table of adopted columns.
     pub(crate) fn soa(&self, what: &str) -> Outcome<&SoaTable> {
-        match self {
-            Table::Soa(t) => Ok(t),
-            Table::Columns(_) => Err(Failure {
-                status: zh_status::ZH_UNSUPPORTED,
-                message: format!(
-                    "{what} needs an SoA table (one buffer); this table adopts separate \
-                     columns (zh_table_from_columns): use zh_table_column or a map"
-                ),
-            }),
-        }
-    }
-
-    pub(crate) fn column(&self, name: &str) -> zerohop::Result<TensorView> {
-        match self {
-            Table::Soa(t) => t.column_view(name),
-            Table::Columns(c) => c.column(name),
-        }
-    }
-
-    pub(crate) fn device(&self) -> Device {
-        match self {
-            Table::Soa(t) => t.device(),
-            Table::Columns(c) => c.device(),
-        }
-    }
-
-    pub(crate) fn slice_rows(&self, start: usize, stop: usize) -> zerohop::Result<Table> {
-        Ok(match self {
-            Table::Soa(t) => Table::Soa(t.slice_rows(start, stop)?),
-            Table::Columns(c) => Table::Columns(c.slice_rows(start, stop)?),
+        self.table.as_soa().ok_or_else(|| Failure {
+            status: zh_status::ZH_UNSUPPORTED,
+            message: format!(
+                "{what} needs an SoA table (one buffer); this table adopts separate columns \
+                 (zh_table_from_columns): use zh_table_column or a map"
+            ),
         })
+    }
+
+    /// Column `name` as a view of the table's memory.
+    pub(crate) fn column(&self, name: &str) -> zerohop::Result<TensorView> {
+        Ok(self.table.column(name, ColumnOptions::default())?.0)
     }
 }
 
@@ -124,7 +99,7 @@ pub unsafe extern "C" fn zh_table_new(
             alignment
         };
         let table = SoaTable::with_options(schema, rows, alignment, resource)?;
-        give(out, zh_table::new(Table::Soa(table)));
+        give(out, zh_table::new(table.into()));
         Ok(())
     })
 }
@@ -180,7 +155,7 @@ pub unsafe extern "C" fn zh_table_wrap(
         // SAFETY: the caller's contract: the memory lives until `owner` releases it.
         let table =
             unsafe { SoaTable::wrap(schema, rows, alignment, data.cast(), bytes, device, owner) }?;
-        give(out, zh_table::new(Table::Soa(table)));
+        give(out, zh_table::new(table.into()));
         Ok(())
     })
 }
@@ -208,25 +183,19 @@ pub unsafe extern "C" fn zh_table_get_info(
     guard(|| {
         out_param(out, "out")?;
         // SAFETY: per the contract.
-        let info = match &unsafe { handle(table, "table") }?.table {
-            Table::Soa(t) => zh_table_info {
-                rows: t.len(),
-                columns: t.schema().columns().len(),
-                data: t.buffer().as_ptr().cast(),
-                nbytes: t.layout().total_bytes,
-                alignment: t.alignment(),
-                device_type: t.device().kind as i32,
-                device_id: t.device().id,
-            },
-            Table::Columns(c) => zh_table_info {
-                rows: c.len(),
-                columns: c.columns().len(),
-                data: std::ptr::null_mut(),
-                nbytes: c.columns().iter().map(|(_, v)| v.nbytes()).sum(),
-                alignment: 0,
-                device_type: c.device().kind as i32,
-                device_id: c.device().id,
-            },
+        // SAFETY: per the contract.
+        let t = &unsafe { handle(table, "table") }?.table;
+        let info = zh_table_info {
+            rows: t.len(),
+            columns: t.column_names().len(),
+            // Only an SoA table has one buffer.
+            data: t
+                .as_soa()
+                .map_or(std::ptr::null_mut(), |s| s.buffer().as_ptr().cast()),
+            nbytes: t.nbytes(),
+            alignment: t.as_soa().map_or(0, |s| s.alignment()),
+            device_type: t.device().kind as i32,
+            device_id: t.device().id,
         };
         // SAFETY: checked non-NULL above.
         unsafe { *out = info };
@@ -250,7 +219,7 @@ pub unsafe extern "C" fn zh_table_column(
     guard(|| {
         out_param(out, "out")?;
         // SAFETY: per the contract.
-        let t = &unsafe { handle(table, "table") }?.table;
+        let t = unsafe { handle(table, "table") }?;
         // SAFETY: per the contract.
         let name = unsafe { text(name, "column name") }?;
         let view = t.column(name)?;
@@ -276,9 +245,7 @@ pub unsafe extern "C" fn zh_table_export(
     guard(|| {
         out_param(out, "out")?;
         // SAFETY: per the contract.
-        let t = unsafe { handle(table, "table") }?
-            .table
-            .soa("zh_table_export")?;
+        let t = unsafe { handle(table, "table") }?.soa("zh_table_export")?;
         let nbytes = t.layout().total_bytes;
         let mut whole = TensorView::from_buffer(t.buffer().clone(), DType::U8, &[nbytes as i64])?;
         if t.is_readonly() {
@@ -320,7 +287,7 @@ pub unsafe extern "C" fn zh_table_write_column(
         let handle = unsafe { handle_mut(table, "table") }?;
         // SAFETY: per the contract.
         let name = unsafe { text(name, "column name") }?;
-        let target = handle.table.column(name)?;
+        let target = handle.column(name)?;
         write(&target, &source, name, handle.stream)
     })
 }
@@ -492,7 +459,7 @@ pub unsafe extern "C" fn zh_table_from_columns(
         let stream = zerohop::Stream(usize::from(on_cuda));
         give(
             out,
-            zh_table::new(Table::Columns(ColumnTable::new(columns, stream)?)),
+            zh_table::new(ColumnTable::new(columns, stream)?.into()),
         );
         Ok(())
     })

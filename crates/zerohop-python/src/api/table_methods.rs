@@ -5,7 +5,7 @@ use pyo3::exceptions::{PyBufferError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyTuple};
 use zerohop::soa::{
-    ColumnKind, ColumnSpec, ComponentOrder, MapOptions, Schema, SoaTable, TensorMap,
+    ColumnKind, ColumnOptions, ColumnSpec, ComponentOrder, MapOptions, Schema, SoaTable, TensorMap,
     SOA_DEFAULT_ALIGNMENT,
 };
 use zerohop::{Device, TensorView};
@@ -13,7 +13,7 @@ use zerohop::{Device, TensorView};
 use crate::base::args::named_items;
 use crate::base::errors::{warn_copy, IntoPyResult};
 use crate::base::tensor::PyTensor;
-use crate::tables::storage::Storage;
+use crate::tables::storage::{kind_name, ArrowFace, Storage};
 use crate::tables::table::{
     parse_schema, parse_spec, resource_for, schema_items, to_framework, PyTable,
 };
@@ -176,14 +176,17 @@ impl PyTable {
             builder = builder.order(&order);
         }
         let map = builder.build().py()?;
-        let mapped = self.storage.map(
-            &map,
-            MapOptions {
-                readonly,
-                allow_copy: copy,
-            },
-            fill,
-        )?;
+        let mapped = self
+            .storage
+            .map(
+                &map,
+                MapOptions {
+                    readonly,
+                    allow_copy: copy,
+                },
+                fill,
+            )
+            .py()?;
         let out = PyList::empty(py);
         for mut m in mapped {
             if framework == Some("jax") && !m.view.is_dense() {
@@ -240,7 +243,11 @@ impl PyTable {
         copy: bool,
         share_readonly: bool,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let (view, copied) = self.storage.column(name, fill, copy)?;
+        let options = ColumnOptions {
+            allow_copy: copy,
+            fill,
+        };
+        let (view, copied) = self.storage.column(name, options).py()?;
         if copied {
             let why = if view.dtype().code == zerohop::DTypeCode::Bool {
                 "Arrow packs booleans into bits and tensors take a byte each"
@@ -267,7 +274,9 @@ impl PyTable {
 
     /// Rows `start..stop` as a table sharing this one's memory.
     fn rows(&self, start: usize, stop: usize) -> PyResult<PyTable> {
-        Ok(PyTable::with_storage(self.storage.slice(start, stop)?))
+        Ok(PyTable::with_storage(
+            self.storage.slice_rows(start, stop).py()?,
+        ))
     }
 
     /// SoA tables: offsets, sizes, padding and pitch of every column; Arrow and device
@@ -306,7 +315,11 @@ impl PyTable {
                         None => {
                             // A type the Arrow schema does not tell (or device storage): the
                             // column's own tensor tells, even if reading it costs a copy.
-                            let (view, _) = self.storage.column(&name, Some(0.0), true)?;
+                            let filled = ColumnOptions {
+                                allow_copy: true,
+                                fill: Some(0.0),
+                            };
+                            let (view, _) = self.storage.column(&name, filled).py()?;
                             (view.dtype(), view.shape()[1..].to_vec())
                         }
                     };
@@ -327,7 +340,7 @@ impl PyTable {
     /// columns).
     #[getter]
     fn storage(&self) -> &'static str {
-        self.storage.kind()
+        kind_name(&self.storage)
     }
 
     /// The alignment every column start of this SoA table (or row slice) really has; None
@@ -341,11 +354,7 @@ impl PyTable {
     /// columns' buffers.
     #[getter]
     fn nbytes(&self) -> usize {
-        match &self.storage {
-            Storage::Soa(t) => t.layout().total_bytes,
-            Storage::Arrow(b) => b.get_array_memory_size(),
-            Storage::Device(c) => c.columns().iter().map(|(_, v)| v.nbytes()).sum(),
-        }
+        self.storage.nbytes()
     }
 
     /// The SoA buffer's address; None for Arrow and device tables.
@@ -358,12 +367,7 @@ impl PyTable {
     /// table (Arrow data is immutable once shared), or read-only device columns.
     #[getter]
     fn readonly(&self) -> bool {
-        match &self.storage {
-            Storage::Soa(t) => t.is_readonly(),
-            // Arrow data is immutable once shared.
-            Storage::Arrow(_) => true,
-            Storage::Device(c) => c.columns().iter().any(|(_, v)| v.is_readonly()),
-        }
+        self.storage.is_readonly()
     }
 
     fn __repr__(&self) -> String {
@@ -371,7 +375,7 @@ impl PyTable {
             "zerohop.Table({} rows, columns {:?}, storage {:?})",
             self.storage.len(),
             self.columns(),
-            self.storage.kind()
+            kind_name(&self.storage)
         )
     }
 
@@ -454,7 +458,7 @@ impl PyTable {
         let Storage::Soa(table) = &self.storage else {
             return Err(PyBufferError::new_err(format!(
                 "to() moves SoA tables; this one has {} storage (to_soa() first)",
-                self.storage.kind()
+                kind_name(&self.storage)
             )));
         };
         let resource = resource_for(device)?;
@@ -494,11 +498,7 @@ impl PyTable {
     /// Where the table's memory lives ("cpu", "cuda:0", …).
     #[getter]
     fn device(&self) -> String {
-        match &self.storage {
-            Storage::Soa(t) => t.device().to_string(),
-            Storage::Arrow(_) => "cpu".into(),
-            Storage::Device(c) => c.device().to_string(),
-        }
+        self.storage.device().to_string()
     }
 
     /// An SoA copy of this table (one aligned buffer); nulls take `fill`.
@@ -516,7 +516,7 @@ impl PyTable {
                 )
                 .py()?,
             )),
-            Storage::Device(_) => Err(PyBufferError::new_err(
+            Storage::Columns(_) => Err(PyBufferError::new_err(
                 "SoA tables live in host memory; copy the device columns to the host first",
             )),
         }

@@ -31,7 +31,7 @@ use zerohop::{Buffer, DType, Device, TensorView};
 use crate::base::errors::{warn_copy, IntoPyResult};
 use crate::base::owner::PyOwner;
 use crate::base::tensor::PyTensor;
-use crate::tables::storage::Storage;
+use crate::tables::storage::{kind_name, Storage};
 use crate::tables::table::PyTable;
 
 /// Why device data cannot be pickled, and what to do instead.
@@ -244,7 +244,7 @@ pub fn reduce_table<'py>(
 ) -> PyResult<Bound<'py, PyTuple>> {
     let py = table.py();
     let state = PyDict::new(py);
-    state.set_item("storage", storage.kind())?;
+    state.set_item("storage", kind_name(storage))?;
     let data = match storage {
         Storage::Soa(t) => {
             let device = t.device();
@@ -303,7 +303,7 @@ pub fn reduce_table<'py>(
             })?;
             pyarrow.call_method1(intern!(py, "record_batch"), (table,))?
         }
-        Storage::Device(c) => {
+        Storage::Columns(c) => {
             let device = c.device();
             return Err(refuse_device(
                 "zerohop.Table",

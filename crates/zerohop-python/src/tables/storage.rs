@@ -10,151 +10,60 @@ use pyo3::types::PyTuple;
 use zerohop::arrow::arrow_array::ffi::FFI_ArrowArray;
 use zerohop::arrow::arrow_array::{Array, ArrayRef, RecordBatch, RecordBatchOptions, StructArray};
 use zerohop::arrow::arrow_schema::{DataType, Field, Schema};
-use zerohop::arrow::{
-    export_device, tensor_to_array, FFI_ArrowDeviceArrayStream, ImportOptions, SyncEvent,
-};
-use zerohop::soa::{ColumnTable, MapOptions, MappedTensor, SoaTable, TensorMap};
+use zerohop::arrow::{export_device, tensor_to_array, FFI_ArrowDeviceArrayStream, SyncEvent};
+use zerohop::soa::ColumnTable;
 use zerohop::{DeviceKind, TensorView};
 
-use crate::base::errors::{to_py, IntoPyResult};
+use crate::base::errors::IntoPyResult;
 use crate::base::tensor::PyTensor;
 use crate::protocols::arrow::{
     array_capsules, batch_capsules, boxed_capsule, cast_batch_to_requested, cast_to_requested,
     host_device_capsules, schema_capsule, stream_capsule, Imported, DEVICE_ARRAY, DEVICE_STREAM,
 };
 
-/// The memory behind a table.
-#[derive(Clone)]
-pub enum Storage {
-    Soa(SoaTable),
-    Arrow(RecordBatch),
-    /// Named device tensors of equal length, and the stream their data is produced on.
-    Device(ColumnTable),
+/// The memory behind a `zerohop.Table`: the core's table (one SoA buffer, Arrow record batch
+/// or adopted device columns), which holds every rule; what is here converts for Python.
+pub use zerohop::soa::Table as Storage;
+
+/// The kind's public name: Python has called adopted CUDA columns "device" tables.
+pub fn kind_name(storage: &Storage) -> &'static str {
+    match storage.kind() {
+        "columns" => "device",
+        other => other,
+    }
 }
 
-impl Storage {
-    pub fn kind(&self) -> &'static str {
-        match self {
-            Storage::Soa(_) => "soa",
-            Storage::Arrow(_) => "arrow",
-            Storage::Device(_) => "device",
-        }
-    }
-
-    pub fn len(&self) -> usize {
-        match self {
-            Storage::Soa(t) => t.len(),
-            Storage::Arrow(b) => b.num_rows(),
-            Storage::Device(c) => c.len(),
-        }
-    }
-
-    pub fn column_names(&self) -> Vec<String> {
-        match self {
-            Storage::Soa(t) => t
-                .schema()
-                .columns()
-                .iter()
-                .map(|c| c.name.clone())
-                .collect(),
-            Storage::Arrow(b) => b
-                .schema()
-                .fields()
-                .iter()
-                .map(|f| f.name().clone())
-                .collect(),
-            Storage::Device(c) => c.names().into_iter().map(str::to_owned).collect(),
-        }
-    }
-
-    /// One column as a tensor; Arrow columns with nulls need `fill`, and Arrow booleans
-    /// (bits, where tensors take a byte each) `allow_copy`: both are copies.
-    pub fn column(
+/// The Arrow faces of a table (Python capsules), for every kind.
+pub trait ArrowFace {
+    fn record_batch(&self, copy: bool) -> PyResult<(RecordBatch, Vec<String>)>;
+    fn schema_capsule<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>>;
+    fn array_capsules<'py>(
         &self,
-        name: &str,
-        fill: Option<f64>,
-        allow_copy: bool,
-    ) -> PyResult<(TensorView, bool)> {
-        match self {
-            Storage::Soa(t) => t.column_view(name).map(|v| (v, false)).py(),
-            Storage::Arrow(b) => {
-                let array = b.column_by_name(name).ok_or_else(|| {
-                    to_py(zerohop::Error::NoSuchColumn {
-                        name: name.to_owned(),
-                        columns: self.column_names().join(", "),
-                    })
-                })?;
-                let imported = zerohop::arrow::array_to_tensor(
-                    &array.to_data(),
-                    &format!("column {name:?}"),
-                    ImportOptions { allow_copy, fill },
-                )
-                .py()?;
-                Ok((imported.view, imported.copied))
-            }
-            Storage::Device(c) => Ok((c.column(name).py()?, false)),
-        }
-    }
-
-    pub fn map(
+        py: Python<'py>,
+        requested: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyTuple>>;
+    fn stream_capsule<'py>(
         &self,
-        map: &TensorMap,
-        options: MapOptions,
-        fill: Option<f64>,
-    ) -> PyResult<Vec<MappedTensor>> {
-        match self {
-            Storage::Soa(t) => map.apply(t, options).py(),
-            Storage::Arrow(b) => map
-                .apply_arrow(
-                    b,
-                    options,
-                    ImportOptions {
-                        allow_copy: options.allow_copy,
-                        fill,
-                    },
-                )
-                .py(),
-            Storage::Device(c) => c.map(map, options).py(),
-        }
-    }
+        py: Python<'py>,
+        requested: Option<&Bound<'py, PyAny>>,
+        chunks: Option<&[RecordBatch]>,
+    ) -> PyResult<Bound<'py, PyAny>>;
+    fn device_array_capsules<'py>(
+        &self,
+        py: Python<'py>,
+        requested: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyTuple>>;
+    fn device_stream_capsule<'py>(
+        &self,
+        py: Python<'py>,
+        requested: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyAny>>;
+}
 
-    pub fn slice(&self, start: usize, stop: usize) -> PyResult<Storage> {
-        let n = self.len();
-        if start > stop || stop > n {
-            return Err(PyValueError::new_err(format!(
-                "rows {start}..{stop} are outside 0..{n}"
-            )));
-        }
-        Ok(match self {
-            Storage::Soa(t) => Storage::Soa(t.slice_rows(start, stop).py()?),
-            Storage::Arrow(b) => Storage::Arrow(b.slice(start, stop - start)),
-            Storage::Device(c) => Storage::Device(c.slice_rows(start, stop).py()?),
-        })
-    }
-
-    pub fn describe(&self) -> String {
-        match self {
-            Storage::Soa(t) => t.describe(),
-            Storage::Arrow(b) => {
-                let mut out = format!("Arrow record batch, {} rows\n", b.num_rows());
-                for (f, c) in b.schema().fields().iter().zip(b.columns()) {
-                    out += &format!(
-                        "  {:<16} {:<28} nulls {:<6} {} bytes\n",
-                        f.name(),
-                        f.data_type().to_string(),
-                        c.null_count(),
-                        c.get_array_memory_size()
-                    );
-                }
-                out
-            }
-            Storage::Device(c) => c.describe(),
-        }
-    }
-
+impl ArrowFace for Storage {
     /// This table as a record batch: shared for Arrow tables; for SoA tables, plain columns
     /// are shared and vectors/matrices transposed only with `copy` (see `to_record_batch`).
-    pub fn record_batch(&self, copy: bool) -> PyResult<(RecordBatch, Vec<String>)> {
+    fn record_batch(&self, copy: bool) -> PyResult<(RecordBatch, Vec<String>)> {
         match self {
             Storage::Arrow(b) => Ok((b.clone(), vec![])),
             Storage::Soa(t) => {
@@ -165,16 +74,16 @@ impl Storage {
                 })?;
                 Ok((export.batch, export.copied_columns))
             }
-            Storage::Device(_) => Err(PyBufferError::new_err(
+            Storage::Columns(_) => Err(PyBufferError::new_err(
                 "this table lives on a CUDA device; the Arrow C data interface is for host \
                  memory (use __arrow_c_device_array__ / __arrow_c_device_stream__)",
             )),
         }
     }
 
-    pub fn schema_capsule<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+    fn schema_capsule<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         let schema = match self {
-            Storage::Device(c) => Schema::new(
+            Storage::Columns(c) => Schema::new(
                 c.columns()
                     .iter()
                     .map(|(name, v)| device_field(name, v))
@@ -185,7 +94,7 @@ impl Storage {
         Ok(schema_capsule(py, &schema)?.into_any())
     }
 
-    pub fn array_capsules<'py>(
+    fn array_capsules<'py>(
         &self,
         py: Python<'py>,
         requested: Option<&Bound<'py, PyAny>>,
@@ -196,7 +105,7 @@ impl Storage {
     }
 
     /// The table as a stream; `chunks` (the batches an import arrived in) stay separate.
-    pub fn stream_capsule<'py>(
+    fn stream_capsule<'py>(
         &self,
         py: Python<'py>,
         requested: Option<&Bound<'py, PyAny>>,
@@ -213,13 +122,13 @@ impl Storage {
         Ok(stream_capsule(py, batches)?.into_any())
     }
 
-    pub fn device_array_capsules<'py>(
+    fn device_array_capsules<'py>(
         &self,
         py: Python<'py>,
         requested: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<Bound<'py, PyTuple>> {
         match self {
-            Storage::Device(c) => {
+            Storage::Columns(c) => {
                 let (array, schema) = device_export(c.columns(), true, c.stream().0)?;
                 // Device data is not cast on the host: the consumer gets its own schema.
                 PyTuple::new(
@@ -239,13 +148,13 @@ impl Storage {
         }
     }
 
-    pub fn device_stream_capsule<'py>(
+    fn device_stream_capsule<'py>(
         &self,
         py: Python<'py>,
         requested: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<Bound<'py, PyAny>> {
         let (data_type, array) = match self {
-            Storage::Device(c) => {
+            Storage::Columns(c) => {
                 let (array, schema) = device_export(c.columns(), true, c.stream().0)?;
                 let data_type = DataType::try_from(&schema)
                     .map_err(|e| PyValueError::new_err(e.to_string()))?;
@@ -422,7 +331,7 @@ pub fn storage_from_import(py: Python<'_>, imported: Imported, copy: bool) -> Py
             }
             let _ = py;
             Ok(FromImport {
-                storage: Storage::Device(ColumnTable::new(import.columns, legacy).py()?),
+                storage: Storage::Columns(ColumnTable::new(import.columns, legacy).py()?),
                 copied: vec![],
                 chunks: vec![],
             })
@@ -450,7 +359,7 @@ pub fn storage_from_tensors(py: Python<'_>, columns: &Bound<'_, PyAny>) -> PyRes
         .first()
         .is_some_and(|(_, v)| v.device().kind == DeviceKind::Cuda);
     if on_device {
-        return Ok(Storage::Device(
+        return Ok(Storage::Columns(
             ColumnTable::new(views, zerohop::Stream(stream)).py()?,
         ));
     }

@@ -443,7 +443,7 @@ impl PyTable {
     /// The stream a tensor of this table is produced on.
     pub(crate) fn stream(&self) -> usize {
         match &self.storage {
-            Storage::Device(c) => c.stream().0,
+            Storage::Columns(c) => c.stream().0,
             _ => self.stream,
         }
     }

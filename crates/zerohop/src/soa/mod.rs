@@ -1,5 +1,8 @@
 //! Structure-of-arrays tables (the CMS SoA layout) and tensor maps over them.
 
+mod any_table;
+#[cfg(test)]
+mod any_table_tests;
 #[cfg(feature = "arrow")]
 mod arrow;
 #[cfg(all(test, feature = "arrow"))]
@@ -17,6 +20,7 @@ mod tensormap;
 #[cfg(test)]
 mod tests;
 
+pub use any_table::{ColumnOptions, Table};
 #[cfg(feature = "arrow")]
 pub use arrow::{tensor_dtype_of, ArrowExport};
 pub use columns::ColumnTable;

@@ -542,6 +542,17 @@ mod tests {
         assert_eq!(positions, [100, 310, 500]);
     }
 
+    /// The detector's curvature and energy of `signal`.
+    fn filtered(signal: &[f32], p: &DetectParams) -> (Vec<f32>, Vec<f32>) {
+        let mut curv = vec![0f32; signal.len()];
+        curvature(signal, &ricker(p.ricker_width), &mut curv);
+        let mut slope = vec![0f32; signal.len()];
+        squared_slope(&curv, &mut slope);
+        let mut energy = vec![0f32; signal.len()];
+        integrate(&slope, p.integration, &mut energy);
+        (curv, energy)
+    }
+
     /// Energies with long rises, plateaus (few distinct values), zeros and lone spikes.
     fn rough_energy(len: usize, seed: u64) -> Vec<f32> {
         let mut state = seed
@@ -584,12 +595,7 @@ mod tests {
             let signal: Vec<f32> = (0..20_000)
                 .map(|i| ((i as f32 * 0.05).sin() * 3.0).powi(9) + (i as f32 * 0.37).cos())
                 .collect();
-            let mut curv = vec![0f32; signal.len()];
-            curvature(&signal, &ricker(p.ricker_width), &mut curv);
-            let mut slope = vec![0f32; signal.len()];
-            squared_slope(&curv, &mut slope);
-            let mut energy = vec![0f32; signal.len()];
-            integrate(&slope, p.integration, &mut energy);
+            let (_, energy) = filtered(&signal, &p);
             let found = candidates(&energy, &p);
             assert!(!found.is_empty());
             assert_eq!(
@@ -631,12 +637,7 @@ mod tests {
         for b in 0..20 {
             signal[120 + 240 * b] = 1.0;
         }
-        let mut curv = vec![0f32; signal.len()];
-        curvature(&signal, &ricker(p.ricker_width), &mut curv);
-        let mut slope = vec![0f32; signal.len()];
-        squared_slope(&curv, &mut slope);
-        let mut energy = vec![0f32; signal.len()];
-        integrate(&slope, p.integration, &mut energy);
+        let (curv, energy) = filtered(&signal, &p);
         let cands = candidates(&energy, &p);
         let beats = decide(&cands, &p);
         let peaks = locate_peaks(

@@ -33,9 +33,7 @@ pub fn segment_adaptive(signal: &[f32], params: &Params) -> Result<Segmentation>
     let energy_view = alloc::<f32>(signal.len())?;
     // SAFETY: allocated just above and still private to this function.
     let energy = unsafe { fill::<f32>(&energy_view)? };
-    let mut slope = vec![0f32; signal.len()];
-    detect::squared_slope(curv, &mut slope);
-    detect::integrate(&slope, p.integration, energy);
+    detect::energy(curv, p.integration, energy);
     laps.lap("energy");
 
     let cands = detect::candidates(energy, &p);

@@ -149,6 +149,44 @@ pub fn integrate(slope: &[f32], window: usize, out: &mut [f32]) {
     });
 }
 
+/// `integrate(squared slope of curv)` in one pass, each chunk squaring the slopes it sums
+/// into a buffer of its own: the same values as the two stages (the same products, summed in
+/// the same order), without a slope array as long as the signal (124 MB for a day at 360 Hz)
+/// or a second pass over it.
+pub fn energy(curv: &[f32], window: usize, out: &mut [f32]) {
+    assert_eq!(out.len(), curv.len());
+    const CHUNK: usize = 4096;
+    let wide = crate::simd::wide_vectors();
+    out.par_chunks_mut(CHUNK)
+        .enumerate()
+        .for_each(|(c, chunk)| {
+            let base = c * CHUNK;
+            // The chunk's outputs sum slopes base + 1 - window ..= base + chunk.len() - 1.
+            let first = (base + 1).saturating_sub(window);
+            let mut slope = vec![0f32; base + chunk.len() - first];
+            squared_slope_from(curv, first, &mut slope);
+            // The outputs in the buffer's coordinates: its first `base - first` slopes only feed
+            // sums. Where sums reach before the signal's start, `first` is 0 and the coordinates
+            // are the signal's, as `integrate` has them.
+            let offset = base - first;
+            if wide {
+                // SAFETY: the CPU has AVX2 (checked at run time above).
+                unsafe { integrate_chunk_avx2(&slope, window, offset, chunk) }
+            } else {
+                integrate_chunk(&slope, window, offset, chunk)
+            }
+        });
+}
+
+/// `slope[k] = squared_slope(curv)[first + k]`.
+fn squared_slope_from(curv: &[f32], first: usize, slope: &mut [f32]) {
+    for (k, o) in slope.iter_mut().enumerate() {
+        let i = first + k;
+        let d = if i == 0 { 0.0 } else { curv[i] - curv[i - 1] };
+        *o = d * d;
+    }
+}
+
 /// `integrate_chunk` compiled for AVX2: the same additions in the same order, so the results
 /// are bitwise those of the plain build and of the CUDA kernel.
 ///
@@ -486,6 +524,33 @@ mod tests {
                 .zip(&wide)
                 .all(|(a, b)| a.to_bits() == b.to_bits());
             assert!(same, "base {base}");
+        }
+    }
+
+    #[test]
+    fn the_one_pass_energy_is_the_two_stages_bit_for_bit() {
+        for (len, window) in [
+            (0, 54),
+            (10, 54),
+            (53, 54),
+            (4096, 54),
+            (4150, 54),
+            (20_011, 54),
+            (9000, 3),
+        ] {
+            let curv: Vec<f32> = (0..len)
+                .map(|i| ((i as f32 * 0.029).sin() * 2.3).powi(5) + (i as f32 * 0.61).cos() * 0.2)
+                .collect();
+            let mut slope = vec![0f32; len];
+            squared_slope(&curv, &mut slope);
+            let (mut two, mut one) = (vec![0f32; len], vec![1f32; len]);
+            integrate(&slope, window, &mut two);
+            energy(&curv, window, &mut one);
+            let same = two
+                .iter()
+                .zip(&one)
+                .all(|(a, b)| a.to_bits() == b.to_bits());
+            assert!(same, "{len} samples, window {window}");
         }
     }
 

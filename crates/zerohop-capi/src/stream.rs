@@ -4,7 +4,7 @@
 use zerohop::DeviceKind;
 
 use crate::map::{apply, zh_map, zh_tensors};
-use crate::status::{guard, handle, handle_mut, out_param, zh_status, Failure};
+use crate::status::{guard, handle, handle_mut, out_param, zh_status, Failure, Outcome};
 use crate::table::zh_table;
 
 /// Sets the CUDA stream `table`'s data is produced on, in DLPack's numbering: 1 the legacy
@@ -30,13 +30,7 @@ pub unsafe extern "C" fn zh_table_set_stream(table: *mut zh_table, stream: usize
                  a stream"
             )));
         }
-        if stream == 0 {
-            return Err(Failure::invalid(
-                "stream 0 is ambiguous on a CUDA device: 1 is the legacy default stream, 2 the \
-                 per-thread default stream, any other value a cudaStream_t",
-            ));
-        }
-        t.stream = stream;
+        t.stream = device_stream(stream)?;
         Ok(())
     })
 }
@@ -80,13 +74,7 @@ pub unsafe extern "C" fn zh_map_apply_on_stream(
         let t = unsafe { handle(table, "table") }?;
         let device = t.table.device();
         if device.kind == DeviceKind::Cuda {
-            if stream == 0 {
-                return Err(Failure::invalid(
-                    "stream 0 is ambiguous on a CUDA device: 1 is the legacy default stream, \
-                     2 the per-thread default stream, any other value a cudaStream_t",
-                ));
-            }
-            if stream != t.stream {
+            if device_stream(stream)? != t.stream {
                 order(device.id, t.stream, stream)?;
             }
         } else if stream != 0 {
@@ -98,8 +86,19 @@ pub unsafe extern "C" fn zh_map_apply_on_stream(
     })
 }
 
+/// `stream` as a stream of a CUDA device: 0 means no stream in DLPack, ambiguous there.
+fn device_stream(stream: usize) -> Outcome<usize> {
+    if stream == 0 {
+        return Err(Failure::invalid(
+            "stream 0 is ambiguous on a CUDA device: 1 is the legacy default stream, 2 the \
+             per-thread default stream, any other value a cudaStream_t",
+        ));
+    }
+    Ok(stream)
+}
+
 #[cfg(feature = "cuda")]
-fn order(device: i32, producer: usize, consumer: usize) -> crate::status::Outcome {
+fn order(device: i32, producer: usize, consumer: usize) -> Outcome {
     Ok(zerohop::cuda::order_streams(
         device,
         zerohop::Stream(producer),
@@ -108,7 +107,7 @@ fn order(device: i32, producer: usize, consumer: usize) -> crate::status::Outcom
 }
 
 #[cfg(not(feature = "cuda"))]
-fn order(_: i32, _: usize, _: usize) -> crate::status::Outcome {
+fn order(_: i32, _: usize, _: usize) -> Outcome {
     Err(zerohop::Error::CudaUnavailable {
         what: "stream".into(),
         reason: "this build of zerohop has no CUDA support".into(),

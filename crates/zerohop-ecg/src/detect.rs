@@ -124,14 +124,7 @@ pub fn squared_slope(curv: &[f32], out: &mut [f32]) {
     assert_eq!(curv.len(), out.len());
     out.par_chunks_mut(1 << 14)
         .enumerate()
-        .for_each(|(c, chunk)| {
-            let base = c << 14;
-            for (k, o) in chunk.iter_mut().enumerate() {
-                let i = base + k;
-                let d = if i == 0 { 0.0 } else { curv[i] - curv[i - 1] };
-                *o = d * d;
-            }
-        });
+        .for_each(|(c, chunk)| squared_slope_from(curv, c << 14, chunk));
 }
 
 /// `energy[i] = Σ slope[i - w + 1 ..= i]` (samples before the start count as zero), every

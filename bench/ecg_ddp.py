@@ -8,13 +8,20 @@ run's time is the first epoch end at or below it, counted from the start of trai
 (normalisation and the capture included). The table also gives where an epoch's time goes:
 steps, and the held-out loss. `--fuse` adds runs whose steps torch.compile fused
 (`--fuse-kernels`); their time to the target is also given less the one-time warm-up,
-compilation and capture, which a long run amortises.
+compilation and capture, which a long run amortises. `--lrs 1,2` runs each batch at those
+multiples of the job's learning rate (`--lr`, 1e-3 by default, grown with the square root of
+batches above 1024), so a 2-GPU gain is not one a better learning rate gives one GPU too: the
+last column compares each run with the fastest 1-rank run of its kind. `--per-rank 1,1.41`
+adds 2-rank runs in which each rank takes the whole batch (`--batch-per-rank`: twice the
+batch, half the steps, the learning rate × √2 by the job's rule), one for each factor on that
+learning rate (1.41: × 2 in all).
 
     python bench/ecg_ddp.py [--records 128] [--minutes 30] [--epochs 20] [--batches 4096,…]
-                            [--eager] [--fuse] [--out FILE]
+                            [--eager] [--fuse] [--lrs 1,…] [--per-rank 1,…] [--out FILE]
 """
 
 import argparse
+import math
 import os
 import platform
 import re
@@ -34,7 +41,8 @@ ROW = re.compile(r"^\| (\d+) \| ([\d.]+) \| ([\d.]+) \| ([\d.]+) \| ([\d.]+) \| 
                  re.M)
 
 
-def run_job(folder, ranks, device, epochs, graph, batch=None, fuse=False, limit=300):
+def run_job(folder, ranks, device, epochs, graph, batch=None, fuse=False, limit=300,
+            per_rank=False, lr_factor=1.0):
     out = Path(tempfile.mkdtemp()) / "out"
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node",
            str(ranks), "-m", "zerohop.ecg", "--records", str(folder), "--device", device,
@@ -45,6 +53,10 @@ def run_job(folder, ranks, device, epochs, graph, batch=None, fuse=False, limit=
         cmd += ["--batch-size", str(batch)]
     if fuse:
         cmd.append("--fuse-kernels")
+    if per_rank:
+        cmd.append("--batch-per-rank")
+    if lr_factor != 1.0:
+        cmd += ["--lr", f"{1e-3 * lr_factor:g}"]
     log = out.parent / "job.log"
     with open(log, "w") as sink:
         # A session of its own, so a job that outlives its limit goes with all its ranks.
@@ -73,7 +85,7 @@ def run_job(folder, ranks, device, epochs, graph, batch=None, fuse=False, limit=
     if fuse and setup is None:
         raise SystemExit(f"torchrun {ranks}: the steps were not fused: {line}")
     return {"ranks": ranks, "graph": graph, "asked": batch, "epochs": epochs_table,
-            "fuse": fuse, "setup": float(setup.group(1)) if setup else None,
+            "fuse": fuse, "per_rank": per_rank, "lr_factor": lr_factor, "setup": float(setup.group(1)) if setup else None,
             "steps": steps, "batch": used, "lr": lr, "captured": "CUDA graph replay" in line,
             "line": line}
 
@@ -96,6 +108,11 @@ def main():
     p.add_argument("--eager", action="store_true", help="eager steps too (no CUDA graph)")
     p.add_argument("--fuse", action="store_true",
                    help="steps fused by torch.compile too, at the first batch")
+    p.add_argument("--lrs", type=lambda v: [float(f) for f in v.split(",")], default=[1.0],
+                   help="factors on the job's learning rate: 1 and 2 ranks run at each")
+    p.add_argument("--per-rank", type=lambda v: [float(f) for f in v.split(",")], default=[],
+                   help="2-rank runs with a whole batch on each rank too, at every batch, one "
+                   "for each of these factors on the learning rate")
     p.add_argument("--job-seconds", type=float, default=300,
                    help="a job still running after this long is stopped (its ranks' stacks "
                    "are printed) and the bench fails")
@@ -113,20 +130,23 @@ def main():
               file=sys.stderr, flush=True)
         runs = []
         first = args.batches[0] or None
-        plan = [(ranks, True, first, True) for ranks in (1, 2)] if args.fuse else []
-        plan += [(ranks, True, batch or None, False) for batch in args.batches
-                 for ranks in (1, 2)]
+        plan = [(ranks, True, first, True, False, 1.0) for ranks in (1, 2)] if args.fuse else []
+        for batch in args.batches:
+            plan += [(ranks, True, batch or None, False, False, f) for f in args.lrs
+                     for ranks in (1, 2)]
+            plan += [(2, True, batch or None, False, True, f) for f in args.per_rank]
         if args.eager or device != "cuda":
-            plan += [(ranks, False, first, False) for ranks in (1, 2)]
-        for ranks, graph, batch, fuse in plan:
+            plan += [(ranks, False, first, False, False, 1.0) for ranks in (1, 2)]
+        for ranks, graph, batch, fuse, per_rank, lr_factor in plan:
             if graph and device != "cuda":
                 continue
             begun = time.perf_counter()
             runs.append(run_job(folder, ranks, device, args.epochs, graph, batch, fuse,
-                                args.job_seconds))
+                                args.job_seconds, per_rank, lr_factor))
             r = runs[-1]
             print(f"{ranks} rank(s), {'graph' if graph else 'eager'}"
-                  f"{', fused' if fuse else ''}, batch {r['batch']}: "
+                  f"{', fused' if fuse else ''}{', batch per rank' if per_rank else ''}, "
+                  f"batch {r['batch']}: "
                   f"{r['epochs'][-1][2]:.2f} s, held-out {r['epochs'][-1][1]:.5f} "
                   f"(the job: {time.perf_counter() - begun:.1f} s)", file=sys.stderr, flush=True)
     target = max(min(e[1] for e in r["epochs"]) for r in runs)
@@ -138,30 +158,42 @@ def main():
              f"(the best every run reached). Steady epoch: median over epochs 2 on.", "",
              "| ranks | steps | batch per rank | learning rate | epochs run | best held-out | "
              "steady epoch: steps (s) | held-out (s) | ms per step | time to target (s) | "
-             "vs 1 rank, same batch | to target less setup (s) | vs 1 rank |",
-             "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+             "vs 1 rank, same batch | to target less setup (s) | vs 1 rank | "
+             "vs fastest 1 rank |",
+             "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     base = {}
+    fastest = {}
+    for r in runs:
+        if r["ranks"] == 1:
+            kind = (r["graph"], r["fuse"])
+            fastest[kind] = min(fastest.get(kind, math.inf), time_to(r, target))
     for r in runs:
         steady = r["epochs"][1:] or r["epochs"]
         step_s = statistics.median(e[3] for e in steady)
         held_s = statistics.median(e[4] for e in steady)
         per_epoch_steps = r["steps"] / len(r["epochs"])
         reached = time_to(r, target)
-        key = (r["graph"], r["asked"], r["fuse"])
+        # Against the 1-rank run at its batch and learning rate (a per-rank run: the first).
+        key = (r["graph"], r["asked"], r["fuse"],
+               args.lrs[0] if r["per_rank"] else r["lr_factor"])
         less = reached - r["setup"] if r["setup"] is not None else None
         base.setdefault(key, (reached, less))
         mode = ("CUDA graph" if r["captured"] else "eager, asked for a graph") if r["graph"] \
             else "eager"
         mode += ", fused" if r["fuse"] else ""
+        mode += ", whole batch per rank" if r["per_rank"] else ""
         setup = f"{less:.2f} | {base[key][1] / less:.2f}×" if less else "– | –"
         lines.append(f"| {r['ranks']} | {mode} | {r['batch']} | {r['lr']:.3g} | "
                      f"{len(r['epochs'])} | {min(e[1] for e in r['epochs']):.5f} | "
                      f"{step_s:.3f} | {held_s:.3f} | {step_s / per_epoch_steps * 1e3:.3f} | "
-                     f"{reached:.2f} | {base[key][0] / reached:.2f}× | {setup} |")
+                     f"{reached:.2f} | {base[key][0] / reached:.2f}× | {setup} | "
+                     f"{fastest[(r['graph'], r['fuse'])] / reached:.2f}× |")
     lines += ["", "Held-out loss per epoch (seconds since training began):", ""]
     for r in runs:
-        mode = ("graph" if r["graph"] else "eager") + (", fused" if r["fuse"] else "")
-        lines.append(f"- {r['ranks']} rank(s), {mode}, batch {r['batch']}: " + ", ".join(
+        mode = ("graph" if r["graph"] else "eager") + (", fused" if r["fuse"] else "") + \
+            (", whole batch per rank" if r["per_rank"] else "")
+        lines.append(f"- {r['ranks']} rank(s), {mode}, batch {r['batch']}, "
+                     f"learning rate {r['lr']:.3g}: " + ", ".join(
             f"{h:.4f} ({t:.2f} s; {s:.2f}+{e:.2f})" for _, h, t, s, e in r["epochs"]))
     if device == "cuda" and gpus < 2:
         lines += ["", "Both ranks share one GPU here (gloo, eager): this checks the path, not "

@@ -5,10 +5,13 @@ against torch.multiprocessing's CUDA tensors.
 
 Each hand-off is a round trip over a multiprocessing pipe to a long-lived consumer process:
 send the object, the consumer unpickles it and reads its first and last elements, and answers.
-Prints µs per hand-off (median of `--repeat`) for 1 MiB to 1 GiB; the goal is zerohop at or
-below torch.multiprocessing at every size, and flat in size (no copy).
+With --write the consumer also adds 1 to the first element through a torch view and (CUDA)
+synchronises the device before it answers, as a consumer that works on the data would; the
+table then gives the consumer's own share too (making the torch view; the write and the
+synchronisation). Prints µs per hand-off (median of `--repeat`) for 1 MiB to 1 GiB; the goal
+is zerohop at or below torch.multiprocessing at every size, and flat in size (no copy).
 
-    python bench/ipc.py [--cuda] [--max-mib 1024] [--out bench/results/ipc.md]
+    python bench/ipc.py [--cuda] [--write] [--max-mib 1024] [--out bench/results/ipc.md]
 """
 
 import argparse
@@ -24,8 +27,11 @@ import numpy as np
 from benchlib import emit
 
 
-def consumer(conn, kind):
-    """Receives objects until None; answers with the first and last element it reads."""
+def consumer(conn, kind, write):
+    """Receives objects until None; answers with the first and last element it reads and the
+    seconds it took to make its view and (with `write`) to write and synchronise."""
+    import torch
+
     if kind.startswith("torch"):
         import torch.multiprocessing  # noqa: F401 - installs torch's reducers
     import zerohop  # noqa: F401 - the rebuild functions
@@ -34,17 +40,23 @@ def consumer(conn, kind):
         obj = conn.recv()
         if obj is None:
             return
+        begun = time.perf_counter()
         if kind == "zerohop-cuda":
-            import torch
-
             x = torch.from_dlpack(obj)
-            conn.send((float(x[0]), float(x[-1])))
         elif kind == "torch-cuda":
-            conn.send((float(obj[0]), float(obj[-1])))
+            x = obj
+        elif hasattr(obj, "__dlpack__"):
+            x = torch.from_dlpack(obj) if write else np.from_dlpack(obj)
         else:
-            a = np.from_dlpack(obj) if hasattr(obj, "__dlpack__") else np.asarray(obj)
-            conn.send((float(a[0]), float(a[-1])))
-        del obj
+            x = torch.from_numpy(obj) if write else np.asarray(obj)
+        viewed = time.perf_counter()
+        if write:
+            x[0] += 1
+            if x.device.type == "cuda":
+                torch.cuda.synchronize()
+        written = time.perf_counter()
+        conn.send((float(x[0]), float(x[-1]), viewed - begun, written - viewed))
+        del obj, x
 
 
 def producers(cuda):
@@ -95,25 +107,30 @@ def producers(cuda):
             "torch.multiprocessing (CUDA)": ("torch-cuda", torch_cuda)}
 
 
-def measure(kind, make, sizes, repeat):
+def measure(kind, make, sizes, repeat, write=False):
     import torch.multiprocessing as tmp
 
     ctx = tmp.get_context("spawn")
     parent, child = ctx.Pipe()
-    process = ctx.Process(target=consumer, args=(child, kind))
+    process = ctx.Process(target=consumer, args=(child, kind, write))
     process.start()
     results = {}
     try:
         for nbytes in sizes:
             obj = make(nbytes // 4)
-            times = []
+            times, views, writes = [], [], []
             for _ in range(repeat + 1):                   # the first round trip warms up
                 started = time.perf_counter()
                 parent.send(obj)
-                first, last = parent.recv()
+                first, last, view_s, write_s = parent.recv()
                 times.append(time.perf_counter() - started)
+                views.append(view_s)
+                writes.append(write_s)
                 assert last == 1.0, (kind, nbytes, first, last)
-            results[nbytes] = statistics.median(times[1:]) * 1e6
+            # The consumer's writes reach the producer's memory: no copy on the way.
+            assert not write or first == repeat + 1, (kind, nbytes, first)
+            results[nbytes] = tuple(statistics.median(t[1:]) * 1e6
+                                    for t in (times, views, writes))
             del obj
     finally:
         parent.send(None)
@@ -124,29 +141,37 @@ def measure(kind, make, sizes, repeat):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cuda", action="store_true", help="CUDA IPC instead of host memory")
+    parser.add_argument("--write", action="store_true",
+                        help="the consumer writes through a torch view and synchronises")
     parser.add_argument("--max-mib", type=int, default=1024)
     parser.add_argument("--repeat", type=int, default=9)
     parser.add_argument("--out")
     args = parser.parse_args()
     sizes = [1 << 20 << k for k in range(0, 11) if (1 << k) <= args.max_mib]
-    columns = {name: measure(kind, make, sizes, args.repeat)
-               for name, (kind, make) in producers(args.cuda).items()}
+    measured = {name: measure(kind, make, sizes, args.repeat, args.write)
+                for name, (kind, make) in producers(args.cuda).items()}
+    columns = {name: {size: m[size][0] for size in sizes} for name, m in measured.items()}
     names = list(columns)
     where = (f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
              f"Python {sys.version.split()[0]}")
     lines = [
         f"# A tensor handed to another process ({'CUDA' if args.cuda else 'host'}), µs per "
-        f"round trip (median of {args.repeat})",
+        f"round trip (median of {args.repeat})"
+        + (", the consumer writing and synchronising" if args.write else ""),
         "",
         f"- date: {date.today()}; {where}",
         "",
-        "| size | " + " | ".join(names) + f" | {names[0]} / {names[1]} |",
-        "|---|" + "---|" * (len(names) + 1),
+        "| size | " + " | ".join(names) + f" | {names[0]} / {names[1]} |"
+        + ("".join(f" {n}: view; write + sync |" for n in names) if args.write else ""),
+        "|---|" + "---|" * (len(names) + 1) + ("---|" * len(names) if args.write else ""),
     ]
     for nbytes in sizes:
         row = [f"{columns[n][nbytes]:.0f}" for n in names]
         ratio = columns[names[0]][nbytes] / columns[names[1]][nbytes]
-        lines.append(f"| {nbytes >> 20} MiB | " + " | ".join(row) + f" | {ratio:.2f}× |")
+        parts = "".join(f" {measured[n][nbytes][1]:.0f}; {measured[n][nbytes][2]:.0f} |"
+                        for n in names) if args.write else ""
+        lines.append(f"| {nbytes >> 20} MiB | " + " | ".join(row) + f" | {ratio:.2f}× |"
+                     + parts)
     first, last = (columns[names[0]][s] for s in (sizes[0], sizes[-1]))
     worst = max(columns[names[0]][s] / columns[names[1]][s] for s in sizes)
     lines += [

@@ -39,7 +39,11 @@ if [ "$gpus" -ge 2 ] || [ "${ONLY:-}" = ddp ]; then
   grep -qE "^(FAILED|ERROR)| failed" "$OUT/pytest-ddp.log" && status=1
   # DDP_FUSE=0 leaves out the steps fused by torch.compile (each compiles for tens of seconds).
   fuse=$([ "${DDP_FUSE:-1}" = 1 ] && echo --fuse)
-  $PY bench/ecg_ddp.py --batches ${DDP_BATCHES:-0,1024} ${DDP_EAGER:+--eager} $fuse --out "$OUT/ecg_ddp.md" 2>&1 | tail -30 | tee "$OUT/ddp.log" || status=1
+  # DDP_PER_RANK=1,1.41 adds 2-rank runs with a whole batch on each rank (--batch-per-rank),
+  # one per factor on the learning rate.
+  $PY bench/ecg_ddp.py --batches ${DDP_BATCHES:-0,1024} ${DDP_EAGER:+--eager} $fuse \
+    ${DDP_PER_RANK:+--per-rank $DDP_PER_RANK} --out "$OUT/ecg_ddp.md" >"$OUT/ddp.log" 2>&1 || status=1
+  tail -30 "$OUT/ddp.log"
   $PY bench/ecg_step.py $fuse ${STEP_FUSED:+--fused-batches $STEP_FUSED} --out "$OUT/ecg_step.md" 2>&1 | tail -12 | tee "$OUT/step.log" || status=1
   [ "${ONLY:-}" = ddp ] && exit $status
 fi

@@ -250,13 +250,18 @@ def test_arguments_are_checked_before_any_work(tmp_path, capsys):
                        (["--epochs", "0"], "--epochs"), (["--delimiter", "|"], "tab"),
                        (["--seed", "-1"], "--seed must be 0 to 4294967295"),
                        (["--seed", str(2 ** 64)], "--seed must be 0 to 4294967295"),
-                       (["--threads", "0"], "--threads must be 1 to 1024")):
+                       (["--threads", "0"], "--threads must be 1 to 1024"),
+                       (["--lr", "0"], "the learning rate must be 1e-06 to 1")):
         with pytest.raises(SystemExit) as exit:
             main(["--out", str(tmp_path / "never"), *args])
         assert exit.value.code == 2 and says in capsys.readouterr().err, args
     assert not (tmp_path / "never").exists()
     help = main.__globals__["parser"]().format_help()
     assert "(default: 42)" in help
+    # One default learning rate for the CLI, the job's Config and train().
+    from zerohop.ecg.pipeline import Config
+    from zerohop.ecg.vae import LR
+    assert f"(default: {LR:g})" in help and Config(out=tmp_path).lr == LR == 2e-3
     assert "default 1024 on the CPU" in " ".join(help.split())
     assert "None" not in help and "(default: False)" not in help
 

@@ -189,11 +189,16 @@ dist.init_process_group("gloo")
 rank = dist.get_rank()
 # Each rank its own beats, a different number of them.
 beats = torch.randn(600 + 200 * rank, 64, generator=torch.Generator().manual_seed(rank))
-alone = train(beats, epochs=2, progress=False, threads=1)["model"]
-values = torch.cat([p.detach().reshape(-1) for p in alone.parameters()])
-gathered = [torch.empty_like(values) for _ in range(2)]
-dist.all_gather(gathered, values)
-assert torch.equal(gathered[0], gathered[1]), "the ranks' models differ"
+shared = train(beats, epochs=2, batch_size=16, progress=False, threads=1)
+whole = train(beats, epochs=2, batch_size=16, progress=False, threads=1, batch_per_rank=True)
+# Shared out, each rank takes half the batch; per rank, a whole one and half the steps.
+assert (shared["batch_size"], whole["batch_size"]) == (8, 16), (shared, whole)
+assert (shared["steps"], whole["steps"]) == (2 * 57, 2 * 29), (shared, whole)
+for trained in (shared, whole):
+    values = torch.cat([p.detach().reshape(-1) for p in trained["model"].parameters()])
+    gathered = [torch.empty_like(values) for _ in range(2)]
+    dist.all_gather(gathered, values)
+    assert torch.equal(gathered[0], gathered[1]), "the ranks' models differ"
 dist.barrier()
 dist.destroy_process_group()
 print("identical")

@@ -116,6 +116,9 @@ def parser() -> argparse.ArgumentParser:
                    "4096, keeping 64 steps an epoch; smaller for short recordings: a sixteenth "
                    "of the training beats, at least 16); the learning rate grows with the "
                    "square root of batches above 1024")
+    p.add_argument("--lr", type=_finite("the learning rate", 1e-6, 1.0), default=2e-3,
+                   help="Adam's learning rate for batches up to 1024 beats; larger batches "
+                   "scale it by the square root of their size over 1024")
     p.add_argument("--no-cuda-graph", action="store_true",
                    help="with --device cuda: run each training step eagerly instead of "
                    "replaying one captured CUDA graph (for comparison or troubleshooting)")
@@ -123,6 +126,10 @@ def parser() -> argparse.ArgumentParser:
                    help="compile the training step with torch.compile: fewer, fused kernels "
                    "after a compilation of tens of seconds (pays off on long recordings and "
                    "several GPUs)")
+    p.add_argument("--batch-per-rank", action="store_true",
+                   help="under torchrun: each rank trains on a whole batch (N ranks: N times "
+                   "the batch, N times fewer steps an epoch, the learning rate scaled) instead "
+                   "of the ranks sharing one out (the same training as one process)")
     p.add_argument("--threads", type=_finite("--threads", 1, 1024, integer=True),
                    help="CPU threads for training (default: the cores not busy with other "
                    "work, by the load average, never fewer than the physical cores, at most 8)")
@@ -196,9 +203,10 @@ def _main(argv: Sequence[str] | None = None) -> int:
                     synthetic_hours=args.synthetic, heart_rate=args.heart_rate,
                     ectopic=args.ectopic, day_swing=args.day_swing, method=args.method,
                     device=args.device,
-                    epochs=args.epochs, batch_size=args.batch_size, threads=args.threads,
+                    epochs=args.epochs, batch_size=args.batch_size, lr=args.lr,
+                    threads=args.threads,
                     seed=args.seed, cuda_graph=not args.no_cuda_graph,
-                    fuse=args.fuse_kernels,
+                    fuse=args.fuse_kernels, batch_per_rank=args.batch_per_rank,
                     progress=_progress_mode(args),
                     plots=not args.no_plots)
     try:
@@ -231,9 +239,10 @@ def _config(args: argparse.Namespace) -> Config:
     return Config(out=args.out, rate=args.rate, column=args.column, delimiter=args.delimiter,
                   fill=args.fill,
                   method=args.method, device=args.device, epochs=args.epochs,
-                  batch_size=args.batch_size, threads=args.threads, seed=args.seed,
+                  batch_size=args.batch_size, lr=args.lr, threads=args.threads, seed=args.seed,
                   cuda_graph=not args.no_cuda_graph,
-                  fuse=args.fuse_kernels, progress=_progress_mode(args),
+                  fuse=args.fuse_kernels, batch_per_rank=args.batch_per_rank,
+                  progress=_progress_mode(args),
                   plots=not args.no_plots, records=args.records, workers=args.workers,
                   ray=args.ray, dask=args.dask, stop_on_error=args.stop_on_error,
                   record_timeout=args.record_timeout, verbose=args.verbose)

@@ -300,9 +300,9 @@ def _run(config: Config, torch: ModuleType, world: _World, paths: Sequence[Path]
         warmed()
         begun = time.perf_counter()
         trained = train(parts, epochs=config.epochs, batch_size=config.batch_size,
-                        seed=config.seed, device=world.device, progress=config.progress,
+                        lr=config.lr, seed=config.seed, device=world.device, progress=config.progress,
                         threads=config.threads, cuda_graph=config.cuda_graph,
-                        fuse=config.fuse)
+                        fuse=config.fuse, batch_per_rank=config.batch_per_rank)
         train_seconds = time.perf_counter() - begun
         mu, _, _, error = embed(trained["model"], parts, trained["scale"], world.device,
                                 reconstructions=False,
@@ -339,7 +339,8 @@ def _run(config: Config, torch: ModuleType, world: _World, paths: Sequence[Path]
             train={"epochs": config.epochs, "batch_size": trained["batch_size"],
                    "final_loss": trained["losses"][-1], "test_loss": trained["test_loss"],
                    "device": config.device, "threads": trained["threads"],
-                   "ranks": world.size, "beats_trained": trained["beats_trained"],
+                   "ranks": world.size, "batch_per_rank": config.batch_per_rank,
+                   "beats_trained": trained["beats_trained"],
                    "steps": trained["steps"], "lr": trained["lr"],
                    "captured": trained["captured"], "why_eager": trained["why_eager"],
                    "fused": trained["fused"], "why_unfused": trained["why_unfused"],

@@ -23,6 +23,7 @@ class BatchTrainSummary(StepInfo):
     lr: float
     threads: int
     ranks: int
+    batch_per_rank: bool
     beats_trained: int
     steps: int
     final_loss: float
@@ -84,7 +85,9 @@ def write_batch_report(path: Path, *, backend: str, records: Sequence[RecordBeat
         f"learning rate {train['lr']:.3g}, on {train['device']}"
         + (f" with {train['threads']} CPU thread(s)" if train["device"] == "cpu" else "")
         + (f", data-parallel over {train['ranks']} ranks (each its own records' beats, "
-           f"gradients averaged every step, learning rate scaled with the square root of "
+           + ("a whole batch on each rank" if train["batch_per_rank"] else
+              "the batch shared out among them")
+           + ", gradients averaged every step, learning rate scaled with the square root of "
            f"the ranks' combined batch)" if train["ranks"] > 1 else "")
         + _step_mode(train)
         + f", {train_seconds:.2f} s ({train['beats_trained'] / max(train_seconds, 1e-9):,.0f} "

@@ -57,12 +57,16 @@ class Config:
     #: The largest training batch; None: vae.default_batch (1024 on the CPU, up to 4096 on a
     #: GPU).
     batch_size: int | None = None
+    #: Adam's learning rate for batches up to vae.LR_BATCH beats (larger: × √(batch / LR_BATCH)).
+    lr: float = 2e-3
     threads: int | None = None
     #: On a GPU, each training step replays one captured CUDA graph (False: eager steps).
     cuda_graph: bool = True
     #: Training steps compiled by torch.compile: fewer, fused kernels after a compilation of
     #: tens of seconds, for long runs and several GPUs.
     fuse: bool = False
+    #: Under torchrun, each rank trains on a whole batch (False: the ranks share one out).
+    batch_per_rank: bool = False
     seed: int = 42
     progress: bool | str = True  # a bar; "lines": a line every few seconds; False: none
     plots: bool = True
@@ -274,10 +278,10 @@ def run(config: Config, say: Callable[[str], object] = print) -> Result:
 
         warmed()
         begun = time.perf_counter()
-        trained = train(x, epochs=config.epochs, batch_size=config.batch_size,
+        trained = train(x, epochs=config.epochs, batch_size=config.batch_size, lr=config.lr,
                         seed=config.seed, device=config.device, progress=config.progress,
                         threads=config.threads, cuda_graph=config.cuda_graph,
-                        fuse=config.fuse)
+                        fuse=config.fuse, batch_per_rank=config.batch_per_rank)
         stage("train LightVAE (PyTorch)", begun)
         mu, _, _, error = embed(trained["model"], x, trained["scale"], config.device,
                                 center=trained["center"], reconstructions=False)

@@ -40,6 +40,12 @@ Beats: TypeAlias = "torch.Tensor | list[torch.Tensor] | tuple[torch.Tensor, ...]
 #: How training shows progress: a bar (True), a line every few seconds ("lines"), none.
 Progress: TypeAlias = "bool | str"
 
+#: Adam's learning rate for batches up to LR_BATCH beats. The Part 3 blog trains with Adam's
+#: default, 1e-3; twice that gave a held-out loss 3 times lower after the same 30 epochs
+#: (a 4-hour record on the CPU: 0.070 against 0.024) and half the time to a given loss on a
+#: GPU (bench/results/gpu-h200x2-2026-11-26-lr.md); 4e-3 and 8e-3 gained little more.
+LR = 2e-3
+
 
 class Swish(_Module):
     """x · sigmoid(α x) with one learnable α, shared by every layer that uses the instance."""
@@ -243,9 +249,10 @@ class Trained(Training):
     threads: int
 
 
-def train(beats: Beats, *, epochs: int = 30, batch_size: int | None = None, lr: float = 1e-3,
+def train(beats: Beats, *, epochs: int = 30, batch_size: int | None = None, lr: float = LR,
           seed: int = 42, device: Device = "cpu", progress: Progress = True,
-          threads: int | None = None, cuda_graph: bool = True, fuse: bool = False) -> Trained:
+          threads: int | None = None, cuda_graph: bool = True, fuse: bool = False,
+          batch_per_rank: bool = False) -> Trained:
     """Trains on 75 % of `beats` (n, width) and tests on the rest. Beats are normalised by one
     global shift and scale (their mean and standard deviation), so the model, its losses and
     the outlier scores are the same whatever the input's units (mV or ADC counts) and the KL
@@ -253,7 +260,9 @@ def train(beats: Beats, *, epochs: int = 30, batch_size: int | None = None, lr: 
     The batch (default: `default_batch`) shrinks to a sixteenth of the training
     set when that is smaller, so a short recording still gets enough optimiser steps; above
     LR_BATCH beats the learning rate grows with the batch's square root. Under torchrun the
-    ranks share the batch out.
+    ranks share the batch out (the same training as one process, sooner), or with
+    `batch_per_rank` each rank takes a whole batch: N ranks step on N batches at once, an
+    epoch has N times fewer steps and the learning rate grows with the combined batch.
 
     Training stops early once the held-out loss has not improved for PATIENCE epochs.
     On a GPU each full batch's step replays one CUDA graph (see `step.TrainingStep`) unless
@@ -273,7 +282,7 @@ def train(beats: Beats, *, epochs: int = 30, batch_size: int | None = None, lr: 
     torch.set_num_threads(threads)
     try:
         result = _train(beats, epochs, batch_size, lr, seed, device, progress, cuda_graph,
-                        fuse)
+                        fuse, batch_per_rank)
     finally:
         torch.set_num_threads(before)
     return {**result, "threads": threads}
@@ -395,7 +404,8 @@ def _normalise(parts: Sequence[torch.Tensor],
 
 
 def _train(beats: Beats, epochs: int, batch_size: int | None, lr: float, seed: int,
-           device: Device, progress: Progress, capture: bool, fuse: bool = False) -> Training:
+           device: Device, progress: Progress, capture: bool, fuse: bool = False,
+           batch_per_rank: bool = False) -> Training:
     started = time.perf_counter()
     torch.manual_seed(seed)
     generator = torch.Generator().manual_seed(seed)
@@ -409,11 +419,14 @@ def _train(beats: Beats, epochs: int, batch_size: int | None, lr: float, seed: i
     # Under torchrun every rank trains on its own records' beats, and the ranks share out the
     # batch one process would use for all of them (the gradients are averaged over ranks), so
     # N ranks take the steps one process would, each on a Nth of the work: the same training,
-    # sooner. Every rank takes the same number of steps (the fewest any rank has), since a
-    # rank that stopped early would leave the others waiting.
+    # sooner; with batch_per_rank each takes a whole one (N times the batch, N times fewer
+    # steps: a step's fixed cost, which a Nth of a batch does not shrink, is paid N times
+    # less often). Every rank takes the same number of steps (the fewest any rank has),
+    # since a rank that stopped early would leave the others waiting.
     (everywhere,) = _all_reduce([split], device)
     (smallest,) = _all_reduce([split], device, op="min")
-    batch_size = batch_size or default_batch(device, int(everywhere))
+    batch_size = (batch_size or default_batch(device, int(everywhere))) * \
+        (ranks if batch_per_rank else 1)
     combined = max(1, min(batch_size, int(everywhere), max(16, int(everywhere) // 16)))
     batch_size = max(1, min(-(-combined // ranks), int(smallest)))
     lr = lr * math.sqrt(max(1.0, combined / LR_BATCH))

@@ -385,6 +385,21 @@ def test_the_readme_multiprocessing_example_runs(tmp_path):
     assert out.returncode == 0, out.stderr
 
 
+@pytest.mark.skipif(zerohop.cuda.is_available(), reason="tests a receiver without a GPU")
+def test_cuda_data_staged_for_another_machine_needs_a_gpu_there():
+    """A staged CUDA tensor or table (`staged_from` in its state) rebuilt where there is no
+    GPU is a ValueError naming the device it left; the GPU suite tests the round trip."""
+    with zerohop.pickling(across_machines="bytes"):
+        rebuild, (fmt, state, data) = zerohop.zeros((10,), "float32").__reduce_ex__(5)
+        table = zerohop.Table([("x", "float64")], 10)
+        table_rebuild, (_, table_state, table_data) = table.__reduce_ex__(5)
+    for call, state_, data_ in ((rebuild, state, data), (table_rebuild, table_state, table_data)):
+        with pytest.raises(ValueError, match="left cuda:1 and this machine has no CUDA device"):
+            call(fmt, dict(state_, staged_from=1), data_)
+        with pytest.raises(TypeError, match="staged_from"):
+            call(fmt, dict(state_, staged_from="gpu"), data_)
+
+
 def test_pickling_across_machines_sends_bytes_instead_of_a_handle(shared):
     """A handle opens on this machine only (a faked boot id is refused by name); pickled
     inside `zerohop.pickling(across_machines="bytes")` the same tensor and table carry their

@@ -31,8 +31,9 @@ class pickling:
     """``with zerohop.pickling(across_machines="bytes"):`` pickles made inside carry their
     host data as bytes (out of band at protocol 5), never as a shared-memory handle, which only
     opens on the machine that made it: for Ray, Dask or files that may go to another machine.
-    Each such object is a copy on the way, as any bytes are. CUDA data is refused with how to
-    stage it through the host. The setting is process-wide while the block runs (Ray and Dask
+    Each such object is a copy on the way, as any bytes are. CUDA tensors and tables are
+    staged through the host: copied there once their stream has written them, and back to a
+    device of the receiver (the same number, else 0; `is_copied` is true). The setting is process-wide while the block runs (Ray and Dask
     pickle on threads of their own)."""
 
     def __init__(self, across_machines: str | None = None) -> None:

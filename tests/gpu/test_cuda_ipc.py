@@ -126,3 +126,48 @@ def test_a_device_table_travels_by_cuda_ipc(tmp_path):
     assert (device, rows, same) == ("cuda:0", "10000", "True")
     assert int(xs) == 10_000 * 9_999 // 2 and int(vs) == 60_000
     assert table.column("x", "torch")[0].item() == -1, "the consumer wrote the same memory"
+
+
+STAGED_CONSUMER = textwrap.dedent("""
+    import pickle, sys, torch, zerohop
+    data = open(sys.argv[1], "rb").read()
+    z = pickle.loads(data)
+    x = torch.from_dlpack(z if isinstance(z, zerohop.Tensor) else z["x"])
+    print(str(x.device), int(x.sum().item()), getattr(z, "is_copied", "table"))
+""")
+
+
+@pytest.mark.parametrize("protocol", [2, 5])
+def test_across_machines_cuda_data_is_staged_through_the_host_and_restored_on_a_gpu(
+        tmp_path, protocol):
+    """Inside pickling(across_machines="bytes") a CUDA tensor (a strided view written on a
+    stream of its own) and a CUDA table carry their bytes, not an IPC handle, and come back
+    on the receiver's GPU as copies."""
+    base = torch.zeros(256, 64, dtype=torch.int64, device="cuda")
+    producer = torch.cuda.Stream()
+    with torch.cuda.stream(producer):
+        torch.cuda._sleep(1_000_000_000)      # the bytes are written late on `producer`
+        base.copy_(torch.arange(256 * 64, device="cuda").reshape(256, 64))
+    view = zerohop.from_dlpack(base[8:, ::2])
+    view.set_stream(producer.cuda_stream)
+    host = zerohop.Table([("x", "int64"), ("v", "float32", 3)], 1000)
+    torch.from_dlpack(host["x"]).copy_(torch.arange(1000))
+    table = host.to("cuda:0")
+    with zerohop.pickling(across_machines="bytes"):
+        tensor_data = pickle.dumps(view, protocol=protocol)
+        table_data = pickle.dumps(table, protocol=protocol)
+        _, (_, state, _) = view.__reduce_ex__(protocol)
+    assert state["staged_from"] == 0 and "cuda_ipc" not in state
+    assert len(tensor_data) > 248 * 32 * 8, "the bytes travel in the pickle"
+    expected = int(base[8:, ::2].sum().item())
+    for data, total, copied in ((tensor_data, expected, "True"),
+                                (table_data, 1000 * 999 // 2, "table")):
+        path = tmp_path / "staged.pickle"
+        path.write_bytes(data)
+        out = subprocess.run([sys.executable, "-c", STAGED_CONSUMER, str(path)],
+                             capture_output=True, text=True, timeout=120)
+        assert out.returncode == 0, out.stderr
+        assert out.stdout.split() == ["cuda:0", str(total), copied]
+    back = pickle.loads(tensor_data)
+    assert back.device == "cuda:0" and back.is_copied and back.data_ptr != view.data_ptr
+    assert torch.equal(torch.from_dlpack(back), base[8:, ::2])

@@ -12,8 +12,11 @@
 //! value of `state` and `data` against each other before building a view, so a truncated or
 //! tampered pickle is a Python exception, never a view past the end of a buffer.
 //! CUDA tensors travel by CUDA IPC (`pickle_cuda`): a handle to the same device memory.
-//! CUDA SoA tables travel the same way (their one buffer). Other device data is refused:
-//! zerohop never copies it to the host behind the caller's back.
+//! CUDA SoA tables travel the same way (their one buffer). Inside
+//! `zerohop.pickling(across_machines="bytes")`, where a handle would not open, their bytes are
+//! staged through the host and put back on a device of the receiver (`wire::host_copy`: one
+//! copy each way, asked for by that block). Other device data is refused: zerohop never copies
+//! it to the host behind the caller's back.
 
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -134,7 +137,7 @@ pub fn reduce_tensor<'py>(
     let device = t.view.device();
     if device.kind == zerohop::DeviceKind::Cuda {
         if across_machines() {
-            return Err(refuse_cuda_across_machines("tensor"));
+            return reduce_staged_tensor(py, t, protocol);
         }
         return reduce_cuda_tensor(py, t);
     }
@@ -235,6 +238,37 @@ fn reduce_cuda_tensor<'py>(py: Python<'py>, t: &PyTensor) -> PyResult<Bound<'py,
     reduce_value(py, "_rebuild_tensor", state, py.None().into_bound(py))
 }
 
+/// A CUDA tensor's reduce for another machine: its span's bytes, copied to the host once its
+/// stream has written them, sent as host data is; the receiver puts them back on a device.
+fn reduce_staged_tensor<'py>(
+    py: Python<'py>,
+    t: &PyTensor,
+    protocol: i32,
+) -> PyResult<Bound<'py, PyTuple>> {
+    let view = &t.view;
+    let (wire_state, start) = TensorState::of(view, t.is_copied).py()?;
+    let (device, stream) = (view.device().id, zerohop::Stream(t.stream()));
+    let start = start as usize;
+    // SAFETY: the span of the tensor being pickled, which holds its memory for this call.
+    let host = py
+        .detach(move || unsafe {
+            wire::host_copy(device, start as *const u8, wire_state.nbytes, stream)
+        })
+        .py()?;
+    let state = PyDict::new(py);
+    state.set_item("dtype", view.dtype().to_string())?;
+    state.set_item("shape", PyTuple::new(py, view.shape())?)?;
+    state.set_item("strides", PyTuple::new(py, view.strides())?)?;
+    state.set_item("offset", wire_state.offset)?;
+    state.set_item("nbytes", wire_state.nbytes)?;
+    state.set_item("readonly", view.is_readonly())?;
+    state.set_item("is_copied", t.is_copied)?;
+    state.set_item("staged_from", device)?;
+    let owner: zerohop::Owner = Arc::new(host.clone());
+    let data = data_of(py, host.as_ptr(), host.len(), &owner, true, protocol, false)?;
+    reduce_value(py, "_rebuild_tensor", state, data)
+}
+
 /// `Table.__reduce_ex__`.
 pub fn reduce_table<'py>(
     table: &Bound<'py, PyTable>,
@@ -263,10 +297,21 @@ pub fn reduce_table<'py>(
             state.set_item("len", wire_state.len)?;
             state.set_item("readonly", wire_state.readonly)?;
             state.set_item("nbytes", wire_state.nbytes)?;
+            if device.kind == zerohop::DeviceKind::Cuda && across_machines() {
+                let (buffer, nbytes) = (t.buffer().as_ptr() as usize, wire_state.nbytes);
+                let stream = zerohop::Stream(stream);
+                // SAFETY: the whole buffer of the table being pickled, which holds it.
+                let host = py
+                    .detach(move || unsafe {
+                        wire::host_copy(device.id, buffer as *const u8, nbytes, stream)
+                    })
+                    .py()?;
+                state.set_item("staged_from", device.id)?;
+                let owner: zerohop::Owner = Arc::new(host.clone());
+                let data = data_of(py, host.as_ptr(), host.len(), &owner, true, protocol, false)?;
+                return reduce_value(py, "_rebuild_table", state, data);
+            }
             if device.kind == zerohop::DeviceKind::Cuda {
-                if across_machines() {
-                    return Err(refuse_cuda_across_machines("table"));
-                }
                 // SAFETY: the table's whole buffer is live device memory, produced on the
                 // table's stream, held by the table being pickled.
                 let handle = unsafe {
@@ -475,6 +520,14 @@ fn _rebuild_tensor(
         is_copied: field(state, "is_copied", "a bool")?,
     };
     wire_state.check().py()?;
+    if let Some(from) = staged_from(state)? {
+        let host = received(data)?.buffer;
+        let device = wire::receiving_device(from).py()?;
+        let view = py
+            .detach(|| wire_state.view_on_device(&host, device))
+            .py()?;
+        return Ok(PyTensor::new(view, true));
+    }
     if let Some(handle) = state.get_item("cuda_ipc")? {
         let handle = handle
             .cast::<PyDict>()
@@ -550,6 +603,14 @@ fn _rebuild_table(
         nbytes: field(state, "nbytes", "a byte count")?,
     };
     wire_state.check().py()?;
+    if let Some(from) = staged_from(state)? {
+        let host = received(data)?.buffer;
+        let device = wire::receiving_device(from).py()?;
+        let table = py
+            .detach(move || wire_state.table_on_device(&host, device))
+            .py()?;
+        return Py::new(py, PyTable::from_table(table));
+    }
     if let Some(handle) = state.get_item("cuda_ipc")? {
         let handle = handle
             .cast::<PyDict>()
@@ -589,6 +650,14 @@ fn _rebuild_table(
     Py::new(py, PyTable::from_table(table))
 }
 
+/// The CUDA device a staged object left (`state["staged_from"]`), if it was staged.
+fn staged_from(state: &Bound<'_, PyDict>) -> PyResult<Option<i32>> {
+    match state.get_item("staged_from")? {
+        None => Ok(None),
+        Some(_) => field(state, "staged_from", "a CUDA device number").map(Some),
+    }
+}
+
 /// While set, objects pickle for another machine: host data as bytes (out of band at
 /// protocol 5), never as a shared-memory handle that only this machine can open. Process-wide,
 /// because Ray and Dask pickle on threads of their own.
@@ -607,15 +676,6 @@ fn _pickling_across_machines(on: Option<bool>) -> bool {
         Some(on) => ACROSS_MACHINES.swap(on, Ordering::SeqCst),
         None => across_machines(),
     }
-}
-
-fn refuse_cuda_across_machines(what: &str) -> PyErr {
-    PyValueError::new_err(format!(
-        "a CUDA {what} cannot be pickled for another machine: CUDA IPC handles open on this \
-         machine only. Copy it to the host with the framework that made it first (for \
-         example zerohop.from_dlpack(torch.from_dlpack(t).cpu())), and back to a device \
-         there"
-    ))
 }
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {

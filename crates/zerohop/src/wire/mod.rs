@@ -5,11 +5,15 @@
 //! only convert this state to and from a dict; the checks and the views live here, where Rust
 //! tests, Miri and the `wire_state` fuzz target reach them.
 
+#[cfg(feature = "cuda")]
+mod staging;
 mod table;
 mod tensor;
 #[cfg(test)]
 mod tests;
 
+#[cfg(feature = "cuda")]
+pub use staging::{host_copy, receiving_device};
 pub use table::{schema_from_wire, schema_to_wire, TableState, WireColumn};
 pub use tensor::TensorState;
 

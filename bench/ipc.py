@@ -107,35 +107,51 @@ def producers(cuda):
             "torch.multiprocessing (CUDA)": ("torch-cuda", torch_cuda)}
 
 
-def measure(kind, make, sizes, repeat, write=False):
+def measure(makers, sizes, repeat, write=False):
+    """µs per round trip (median of `repeat`, after one warm-up) and the consumer's view and
+    write shares, for every maker at every size. Each maker has a consumer of its own, and
+    the makers take turns round by round (their order swapped every round), so a drift of the
+    machine (clocks, other work) falls on all of them alike."""
     import torch.multiprocessing as tmp
 
     ctx = tmp.get_context("spawn")
-    parent, child = ctx.Pipe()
-    process = ctx.Process(target=consumer, args=(child, kind, write))
-    process.start()
-    results = {}
+    ends = {}
+    for name, (kind, _) in makers.items():
+        parent, child = ctx.Pipe()
+        process = ctx.Process(target=consumer, args=(child, kind, write))
+        process.start()
+        ends[name] = (parent, process)
+    results = {name: {} for name in makers}
     try:
         for nbytes in sizes:
-            obj = make(nbytes // 4)
-            times, views, writes = [], [], []
+            objs = {name: make(nbytes // 4) for name, (_, make) in makers.items()}
+            samples = {name: ([], [], []) for name in makers}
+            firsts = {}
+            order = list(makers)
             for _ in range(repeat + 1):                   # the first round trip warms up
-                started = time.perf_counter()
-                parent.send(obj)
-                first, last, view_s, write_s = parent.recv()
-                times.append(time.perf_counter() - started)
-                views.append(view_s)
-                writes.append(write_s)
-                assert last == 1.0, (kind, nbytes, first, last)
-            # The consumer's writes reach the producer's memory (no copy on the way), except
-            # for the pickled NumPy array, whose bytes are copied by design.
-            assert not write or kind == "numpy" or first == repeat + 1, (kind, nbytes, first)
-            results[nbytes] = tuple(statistics.median(t[1:]) * 1e6
-                                    for t in (times, views, writes))
-            del obj
+                for name in order:
+                    parent = ends[name][0]
+                    started = time.perf_counter()
+                    parent.send(objs[name])
+                    first, last, view_s, write_s = parent.recv()
+                    elapsed = time.perf_counter() - started
+                    for series, value in zip(samples[name], (elapsed, view_s, write_s)):
+                        series.append(value)
+                    firsts[name] = first
+                    assert last == 1.0, (name, nbytes, first, last)
+                order.reverse()
+            for name, (kind, _) in makers.items():
+                # The consumer's writes reach the producer's memory (no copy on the way),
+                # except for the pickled NumPy array, whose bytes are copied by design.
+                assert not write or kind == "numpy" or firsts[name] == repeat + 1, \
+                    (name, nbytes, firsts[name])
+                results[name][nbytes] = tuple(statistics.median(t[1:]) * 1e6
+                                              for t in samples[name])
+            del objs
     finally:
-        parent.send(None)
-        process.join(timeout=60)
+        for parent, process in ends.values():
+            parent.send(None)
+            process.join(timeout=60)
     return results
 
 
@@ -145,12 +161,11 @@ def main():
     parser.add_argument("--write", action="store_true",
                         help="the consumer writes through a torch view and synchronises")
     parser.add_argument("--max-mib", type=int, default=1024)
-    parser.add_argument("--repeat", type=int, default=9)
+    parser.add_argument("--repeat", type=int, default=21)
     parser.add_argument("--out")
     args = parser.parse_args()
     sizes = [1 << 20 << k for k in range(0, 11) if (1 << k) <= args.max_mib]
-    measured = {name: measure(kind, make, sizes, args.repeat, args.write)
-                for name, (kind, make) in producers(args.cuda).items()}
+    measured = measure(producers(args.cuda), sizes, args.repeat, args.write)
     columns = {name: {size: m[size][0] for size in sizes} for name, m in measured.items()}
     names = list(columns)
     where = (f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, "

@@ -136,10 +136,7 @@ pub fn reduce_tensor<'py>(
     let t = tensor.get();
     let device = t.view.device();
     if device.kind == zerohop::DeviceKind::Cuda {
-        if across_machines() {
-            return reduce_staged_tensor(py, t, protocol);
-        }
-        return reduce_cuda_tensor(py, t);
+        return reduce_cuda_tensor(py, t, protocol);
     }
     if !device.is_host_accessible() {
         return Err(refuse_device(
@@ -151,22 +148,14 @@ pub fn reduce_tensor<'py>(
         ));
     }
     let view = &t.view;
-    let state = PyDict::new(py);
-    state.set_item("dtype", view.dtype().to_string())?;
-    state.set_item("shape", PyTuple::new(py, view.shape())?)?;
-    state.set_item("readonly", view.is_readonly())?;
-    state.set_item("is_copied", t.is_copied)?;
     let (wire_state, start) = TensorState::of(view, t.is_copied).py()?;
-    let (offset, len) = (wire_state.offset, wire_state.nbytes);
+    let len = wire_state.nbytes;
     let shareable = !across_machines();
     let in_segment =
         shareable && len > 0 && zerohop::memory::handle_for(start, len).py()?.is_some();
-    let data = if protocol >= 5 || in_segment {
+    if protocol >= 5 || in_segment {
         // A view of the whole span, strides and all: the receiver shares this memory.
-        state.set_item("strides", PyTuple::new(py, view.strides())?)?;
-        state.set_item("offset", offset)?;
-        state.set_item("nbytes", len)?;
-        data_of(
+        let data = data_of(
             py,
             start,
             len,
@@ -174,30 +163,50 @@ pub fn reduce_tensor<'py>(
             view.is_readonly(),
             protocol,
             shareable,
-        )?
+        )?;
+        return reduce_value(py, "_rebuild_tensor", state_dict_of(py, &wire_state)?, data);
+    }
+    // In band, the bytes are copied anyway: send only the elements, compacted. The compact
+    // copy is temporary, so it never travels as a handle (it may come from a shared current
+    // resource, and would be freed before anyone attached).
+    let compact = if view.is_contiguous() {
+        view.clone()
     } else {
-        // In band, the bytes are copied anyway: send only the elements, compacted. The
-        // compact copy is temporary, so it never travels as a handle (it may come from a
-        // shared current resource, and would be freed before anyone attached).
-        let compact = if view.is_contiguous() {
-            view.clone()
-        } else {
-            view.contiguous_copy().py()?
-        };
-        state.set_item("strides", PyTuple::new(py, compact.strides())?)?;
-        state.set_item("offset", 0)?;
-        state.set_item("nbytes", compact.nbytes())?;
-        data_of(
-            py,
-            compact.data_ptr(),
-            compact.nbytes(),
-            compact.owner(),
-            view.is_readonly(),
-            protocol,
-            false,
-        )?
+        view.contiguous_copy().py()?
     };
-    reduce_value(py, "_rebuild_tensor", state, data)
+    let (compact_state, compact_start) = TensorState::of(&compact, t.is_copied).py()?;
+    let compact_state = TensorState {
+        readonly: view.is_readonly(),
+        ..compact_state
+    };
+    let data = data_of(
+        py,
+        compact_start,
+        compact_state.nbytes,
+        compact.owner(),
+        view.is_readonly(),
+        protocol,
+        false,
+    )?;
+    reduce_value(
+        py,
+        "_rebuild_tensor",
+        state_dict_of(py, &compact_state)?,
+        data,
+    )
+}
+
+/// A tensor's wire state as the dict that travels.
+fn state_dict_of<'py>(py: Python<'py>, wire_state: &TensorState) -> PyResult<Bound<'py, PyDict>> {
+    let state = PyDict::new(py);
+    state.set_item("dtype", wire_state.dtype.to_string())?;
+    state.set_item("shape", PyTuple::new(py, &wire_state.shape)?)?;
+    state.set_item("strides", PyTuple::new(py, &wire_state.strides)?)?;
+    state.set_item("offset", wire_state.offset)?;
+    state.set_item("nbytes", wire_state.nbytes)?;
+    state.set_item("readonly", wire_state.readonly)?;
+    state.set_item("is_copied", wire_state.is_copied)?;
+    Ok(state)
 }
 
 /// `(rebuild, (FORMAT, state, data))`: what `__reduce_ex__` returns for every zerohop object.
@@ -218,55 +227,60 @@ fn reduce_value<'py>(
     PyTuple::new(py, [rebuild_fn(py, rebuild)?, args.into_any()])
 }
 
-/// A CUDA tensor's reduce: its span by CUDA IPC (a handle, never the bytes).
-fn reduce_cuda_tensor<'py>(py: Python<'py>, t: &PyTensor) -> PyResult<Bound<'py, PyTuple>> {
-    let view = &t.view;
-    let (wire_state, start) = TensorState::of(view, t.is_copied).py()?;
-    let (offset, len) = (wire_state.offset, wire_state.nbytes);
-    let state = PyDict::new(py);
-    state.set_item("dtype", view.dtype().to_string())?;
-    state.set_item("shape", PyTuple::new(py, view.shape())?)?;
-    state.set_item("strides", PyTuple::new(py, view.strides())?)?;
-    state.set_item("offset", offset)?;
-    state.set_item("nbytes", len)?;
-    state.set_item("readonly", view.is_readonly())?;
-    state.set_item("is_copied", t.is_copied)?;
-    state.set_item(
-        "cuda_ipc",
-        crate::process::pickle_cuda::export_state(py, t, start as usize, len.max(1))?,
-    )?;
-    reduce_value(py, "_rebuild_tensor", state, py.None().into_bound(py))
-}
-
-/// A CUDA tensor's reduce for another machine: its span's bytes, copied to the host once its
-/// stream has written them, sent as host data is; the receiver puts them back on a device.
-fn reduce_staged_tensor<'py>(
+/// A CUDA tensor's reduce: its span by CUDA IPC (a handle, never the bytes); for another
+/// machine its span's bytes, staged through the host (`staged_data`).
+fn reduce_cuda_tensor<'py>(
     py: Python<'py>,
     t: &PyTensor,
     protocol: i32,
 ) -> PyResult<Bound<'py, PyTuple>> {
     let view = &t.view;
     let (wire_state, start) = TensorState::of(view, t.is_copied).py()?;
-    let (device, stream) = (view.device().id, zerohop::Stream(t.stream()));
-    let start = start as usize;
-    // SAFETY: the span of the tensor being pickled, which holds its memory for this call.
+    let state = state_dict_of(py, &wire_state)?;
+    if across_machines() {
+        let device = view.device().id;
+        state.set_item("staged_from", device)?;
+        // SAFETY: the span of the tensor being pickled, which holds its memory for this call.
+        let data = unsafe {
+            staged_data(
+                py,
+                device,
+                start as usize,
+                wire_state.nbytes,
+                t.stream(),
+                protocol,
+            )
+        }?;
+        return reduce_value(py, "_rebuild_tensor", state, data);
+    }
+    let len = wire_state.nbytes.max(1);
+    state.set_item(
+        "cuda_ipc",
+        crate::process::pickle_cuda::export_state(py, t, start as usize, len)?,
+    )?;
+    reduce_value(py, "_rebuild_tensor", state, py.None().into_bound(py))
+}
+
+/// `nbytes` of CUDA `device` memory at `start`, copied to the host once `stream`'s work
+/// before it is done, as data that travels as host bytes do (never a handle).
+///
+/// # Safety
+/// `start..start + nbytes` must be live device memory for the duration of the call.
+unsafe fn staged_data<'py>(
+    py: Python<'py>,
+    device: i32,
+    start: usize,
+    nbytes: usize,
+    stream: usize,
+    protocol: i32,
+) -> PyResult<Bound<'py, PyAny>> {
+    let stream = zerohop::Stream(stream);
+    // SAFETY: per this function's contract.
     let host = py
-        .detach(move || unsafe {
-            wire::host_copy(device, start as *const u8, wire_state.nbytes, stream)
-        })
+        .detach(move || unsafe { wire::host_copy(device, start as *const u8, nbytes, stream) })
         .py()?;
-    let state = PyDict::new(py);
-    state.set_item("dtype", view.dtype().to_string())?;
-    state.set_item("shape", PyTuple::new(py, view.shape())?)?;
-    state.set_item("strides", PyTuple::new(py, view.strides())?)?;
-    state.set_item("offset", wire_state.offset)?;
-    state.set_item("nbytes", wire_state.nbytes)?;
-    state.set_item("readonly", view.is_readonly())?;
-    state.set_item("is_copied", t.is_copied)?;
-    state.set_item("staged_from", device)?;
     let owner: zerohop::Owner = Arc::new(host.clone());
-    let data = data_of(py, host.as_ptr(), host.len(), &owner, true, protocol, false)?;
-    reduce_value(py, "_rebuild_tensor", state, data)
+    data_of(py, host.as_ptr(), host.len(), &owner, true, protocol, false)
 }
 
 /// `Table.__reduce_ex__`.
@@ -298,17 +312,12 @@ pub fn reduce_table<'py>(
             state.set_item("readonly", wire_state.readonly)?;
             state.set_item("nbytes", wire_state.nbytes)?;
             if device.kind == zerohop::DeviceKind::Cuda && across_machines() {
-                let (buffer, nbytes) = (t.buffer().as_ptr() as usize, wire_state.nbytes);
-                let stream = zerohop::Stream(stream);
-                // SAFETY: the whole buffer of the table being pickled, which holds it.
-                let host = py
-                    .detach(move || unsafe {
-                        wire::host_copy(device.id, buffer as *const u8, nbytes, stream)
-                    })
-                    .py()?;
                 state.set_item("staged_from", device.id)?;
-                let owner: zerohop::Owner = Arc::new(host.clone());
-                let data = data_of(py, host.as_ptr(), host.len(), &owner, true, protocol, false)?;
+                let buffer = t.buffer().as_ptr() as usize;
+                // SAFETY: the whole buffer of the table being pickled, which holds it.
+                let data = unsafe {
+                    staged_data(py, device.id, buffer, wire_state.nbytes, stream, protocol)
+                }?;
                 return reduce_value(py, "_rebuild_table", state, data);
             }
             if device.kind == zerohop::DeviceKind::Cuda {

@@ -27,7 +27,7 @@ use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyByteArray, PyBytes, PyDict, PyList, PyTuple};
 use zerohop::memory::SharedHandle;
-use zerohop::soa::{Schema, SoaTable};
+use zerohop::soa::Schema;
 use zerohop::wire::{self, TableState, TensorState, WireColumn};
 use zerohop::{Buffer, DType, Device, TensorView};
 
@@ -628,20 +628,8 @@ fn _rebuild_table(
             crate::process::pickle_cuda::import_buffer(handle, wire_state.nbytes.max(1), "table")?;
         // The import made the legacy stream wait on the producer's event. Its buffer is the
         // span the IPC handle covers (at least one byte), so the table is laid over it as is.
-        let table = SoaTable::over_buffer(
-            wire_state.schema,
-            wire_state.rows,
-            wire_state.alignment,
-            buffer,
-            wire_state.first_row,
-            wire_state.len,
-        )
-        .py()?;
-        let table = if wire_state.readonly {
-            table.into_readonly()
-        } else {
-            table
-        };
+        let readonly = wire_state.readonly;
+        let table = wire_state.laid_over(buffer, readonly).py()?;
         return Py::new(py, PyTable::from_table(table));
     }
     let Received {

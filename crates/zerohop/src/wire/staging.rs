@@ -104,19 +104,7 @@ impl TableState {
         let align = self.alignment.max(DEFAULT_ALIGNMENT);
         let buffer = device_copy(host, self.nbytes, device, align)?;
         let readonly = self.readonly;
-        let table = SoaTable::over_buffer(
-            self.schema,
-            self.rows,
-            self.alignment,
-            buffer,
-            self.first_row,
-            self.len,
-        )?;
-        Ok(if readonly {
-            table.into_readonly()
-        } else {
-            table
-        })
+        self.laid_over(buffer, readonly)
     }
 }
 

@@ -161,6 +161,13 @@ impl TableState {
         } else {
             (buffer, false)
         };
+        let readonly = self.readonly || !writable;
+        Ok((self.laid_over(buffer, readonly)?, copied))
+    }
+
+    /// The table laid over `buffer` as it is (already checked against this state), read-only
+    /// when `readonly`.
+    pub fn laid_over(self, buffer: Buffer, readonly: bool) -> Result<SoaTable> {
         let table = SoaTable::over_buffer(
             self.schema,
             self.rows,
@@ -169,13 +176,10 @@ impl TableState {
             self.first_row,
             self.len,
         )?;
-        Ok((
-            if self.readonly || !writable {
-                table.into_readonly()
-            } else {
-                table
-            },
-            copied,
-        ))
+        Ok(if readonly {
+            table.into_readonly()
+        } else {
+            table
+        })
     }
 }

@@ -431,3 +431,24 @@ def test_training_stops_once_the_held_out_loss_stops_improving_and_says_so(monke
     still = vae.train(beats, epochs=8, progress=False, threads=1)
     assert (still["epochs_run"], still["best_epoch"], still["stopped_early"]) == (8, 8, False)
     assert "not converged, more --epochs may help" in vae.convergence_note(still, 8)
+
+
+def test_matplotlib_is_imported_on_a_thread_while_the_job_trains(monkeypatch):
+    """The job imports pyplot (~0.4 s) beside training; a failing import is left for
+    write_plots to report, never raised from the thread's join."""
+    pytest.importorskip("matplotlib")
+    import sys
+
+    from zerohop.ecg import plots
+
+    def broken() -> None:
+        raise ImportError("no backend")
+
+    monkeypatch.setattr(plots, "_use_agg", broken)
+    plots.import_in_background()()  # joined: the error stayed in the thread
+    monkeypatch.undo()
+    ready = plots.import_in_background()
+    ready()
+    import matplotlib
+
+    assert "matplotlib.pyplot" in sys.modules and matplotlib.get_backend().lower() == "agg"

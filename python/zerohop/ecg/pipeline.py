@@ -194,10 +194,12 @@ def run(config: Config, say: Callable[[str], object] = print) -> Result:
     """Runs the job; raises EcgInputError (a ValueError) for anything about the input, before
     writing anything, and leaves `config.out` untouched unless the whole job succeeds."""
     torch = sources.require_job(config)
+    from .plots import import_in_background, write_plots
     from .vae import convergence_note, embed, train, warm_up_in_background
 
     staging = Staging(config.out)
     warmed = warm_up_in_background(config.device)
+    plotting_ready = import_in_background() if config.plots else (lambda: None)
     with staging:
         started = time.perf_counter()
         data = sources.load(config, say)
@@ -317,7 +319,7 @@ def run(config: Config, say: Callable[[str], object] = print) -> Result:
         assert staging.path is not None  # made by `with staging`
         if config.plots:
             begun = time.perf_counter()
-            from .plots import write_plots
+            plotting_ready()  # matplotlib, imported while the job trained
 
             mu_np = numpy_views["latent μ"]
             lo, hi = (np.percentile(mu_np, [2, 98], axis=0) if len(mu_np) > 1

@@ -4,7 +4,7 @@ when a CSV file does not say)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -24,6 +24,24 @@ def _use_agg() -> None:
     import matplotlib
 
     matplotlib.use("Agg")
+
+
+def import_in_background() -> Callable[[], None]:
+    """Imports matplotlib's pyplot (about 0.4 s) on a thread, for while the job trains;
+    returns the function that waits for it. It never raises: if the import fails,
+    `write_plots` meets the same error and reports it."""
+    import threading
+
+    def load() -> None:
+        try:
+            _use_agg()
+            import matplotlib.pyplot  # noqa: F401
+        except Exception:  # noqa: BLE001 - write_plots reports it
+            pass
+
+    thread = threading.Thread(target=load, daemon=True, name="zerohop-ecg-import-matplotlib")
+    thread.start()
+    return thread.join
 
 
 def amplitude_label(units: str | None) -> str:

@@ -166,3 +166,33 @@ def test_device_data_is_not_host_data():
         np.from_dlpack(t)
     with pytest.raises(BufferError, match="does not copy across devices"):
         t.__dlpack__(max_version=(1, 3), dl_device=(1, 0))
+
+
+POISONED = """
+import torch, zerohop, zerohop.cuda
+x = torch.zeros(4, device="cuda")
+try:
+    x[torch.tensor([10], device="cuda")] += 1   # a device-side assert poisons the context
+    torch.cuda.synchronize()
+except RuntimeError:
+    pass
+try:
+    zerohop.cuda.synchronize(0)
+except zerohop.CudaError as e:
+    print("|".join(map(str, (type(e).__name__, isinstance(e, RuntimeError), e.call, e.code,
+                             e.name))))
+"""
+
+
+def test_a_failed_driver_call_is_a_cuda_error_with_its_call_and_code():
+    """A real driver failure reaches Python as zerohop.CudaError (a RuntimeError) carrying
+    the call, the CUresult and its name: here the context a device-side assert poisoned
+    (CUDA_ERROR_ASSERT, 710), in a process of its own."""
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-c", POISONED], capture_output=True, text=True,
+                         timeout=120)
+    kind, runtime, call, code, name = (out.stdout.strip().split("|") + [""] * 5)[:5]
+    assert (kind, runtime) == ("CudaError", "True"), out.stdout + out.stderr[-2000:]
+    assert (code, name) == ("710", "CUDA_ERROR_ASSERT") and call, out.stdout

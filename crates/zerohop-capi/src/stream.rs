@@ -88,13 +88,7 @@ pub unsafe extern "C" fn zh_map_apply_on_stream(
 
 /// `stream` as a stream of a CUDA device: 0 means no stream in DLPack, ambiguous there.
 fn device_stream(stream: usize) -> Outcome<usize> {
-    if stream == 0 {
-        return Err(Failure::invalid(
-            "stream 0 is ambiguous on a CUDA device: 1 is the legacy default stream, 2 the \
-             per-thread default stream, any other value a cudaStream_t",
-        ));
-    }
-    Ok(stream)
+    Ok(zerohop::Stream::cuda(stream)?.0)
 }
 
 #[cfg(feature = "cuda")]

@@ -232,9 +232,7 @@ pub fn parse(fields: &InterfaceFields, flavor: Flavor) -> Result<InterfaceLayout
             return Err(invalid(
                 flavor,
                 "stream",
-                "stream 0 is ambiguous between the legacy and per-thread default streams \
-                 (use 1 or 2)"
-                    .into(),
+                crate::memory::AMBIGUOUS_STREAM.into(),
             ))
         }
         (Flavor::Cuda, Some(s)) => Some(

@@ -464,11 +464,7 @@ impl PyTable {
         let resource = resource_for(device)?;
         let target = resource.device();
         let stream = stream.unwrap_or(zerohop::cuda::LEGACY_STREAM.0);
-        if stream == 0 {
-            return Err(PyValueError::new_err(
-                "stream=0 is ambiguous; pass 1 for the legacy default stream",
-            ));
-        }
+        zerohop::Stream::cuda(stream).py()?;
         let source = table.device();
         if source.kind == zerohop::DeviceKind::Cuda && self.stream != stream {
             // The copy reads data produced on this table's stream.

@@ -43,9 +43,7 @@ fn honour_stream(tensor: &PyTensor, stream: Option<&Bound<'_, PyAny>>) -> PyResu
         ),
     };
     if value == Some(0) {
-        return Err(PyValueError::new_err(
-            "stream=0 is ambiguous and not allowed by DLPack; pass 1 for the legacy default stream",
-        ));
+        zerohop::Stream::cuda(0).py()?; // refused: DLPack allows no stream 0
     }
     if value == Some(-1) {
         return Ok(());
@@ -231,12 +229,8 @@ impl PyTensor {
                 "only CUDA data has a producing stream",
             ));
         }
-        if stream == 0 {
-            return Err(PyValueError::new_err(
-                "stream 0 is ambiguous; use 1 for the legacy default stream",
-            ));
-        }
-        self.record_stream(stream);
+        let stream = zerohop::Stream::cuda(stream).py()?;
+        self.record_stream(stream.0);
         Ok(())
     }
 

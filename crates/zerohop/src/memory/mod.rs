@@ -57,7 +57,24 @@ pub struct Stream(pub usize);
 
 impl Stream {
     pub const HOST: Stream = Stream(0);
+
+    /// A CUDA stream as callers name it (DLPack's and the CUDA array interface's values: 1 the
+    /// legacy default stream, 2 the per-thread default stream, any other a `CUstream`). 0
+    /// names no stream on a device, so it is refused, with the same words in every face.
+    pub fn cuda(value: usize) -> Result<Stream> {
+        if value == 0 {
+            return Err(crate::Error::InvalidArgument {
+                what: "stream".into(),
+                reason: AMBIGUOUS_STREAM.into(),
+            });
+        }
+        Ok(Stream(value))
+    }
 }
+
+/// Why stream 0 is refused where a CUDA stream is expected.
+pub const AMBIGUOUS_STREAM: &str = "stream 0 is ambiguous on a CUDA device: 1 is the legacy \
+    default stream, 2 the per-thread default stream, any other value a cudaStream_t";
 
 /// A source of memory blocks on one device.
 ///

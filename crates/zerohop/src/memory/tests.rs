@@ -565,7 +565,10 @@ mod properties {
 #[test]
 fn stream_zero_is_refused_as_a_cuda_stream_in_the_words_every_face_uses() {
     let err = Stream::cuda(0).unwrap_err();
-    assert!(matches!(err, crate::Error::InvalidArgument { .. }), "{err:?}");
+    assert!(
+        matches!(err, crate::Error::InvalidArgument { .. }),
+        "{err:?}"
+    );
     assert!(err.to_string().contains(super::AMBIGUOUS_STREAM), "{err}");
     assert_eq!(Stream::cuda(1).unwrap(), Stream(1));
     assert_eq!(Stream::cuda(0xdead_beef).unwrap(), Stream(0xdead_beef));

@@ -555,14 +555,22 @@ def _no_grad(fn: _F) -> _F:
     return decorated
 
 
+def evaluation_chunk(device: Device) -> int:
+    """Beats per forward pass when only evaluating (the held-out loss, the embedding): 8192
+    on a GPU, where larger is cheaper per beat; 1024 on the CPU, where a pass over 25,000
+    held-out beats took 0.27 s in chunks of 1024 against 0.46 s in chunks of 8192 (their
+    activations no longer stay in the caches) — for a day-long record, 30 epochs, 6 s."""
+    return 8192 if torch.device(device).type == "cuda" else 1024
+
+
 @_no_grad
 def _held_out_loss(model: LightVAE, normalised: torch.Tensor, indices: torch.Tensor,
-                   device: Device, chunk: int = 8192) -> float:
+                   device: Device) -> float:
     """The loss per beat over the held-out beats (every rank's), in chunks summed on the
     device and read once."""
     model.eval()
     total = torch.zeros((), dtype=torch.float64, device=normalised.device)
-    for idx in indices.split(chunk):
+    for idx in indices.split(evaluation_chunk(normalised.device)):
         x = normalised.index_select(0, idx).unsqueeze(1)
         recon, mu, logvar = model(x)
         total += vae_loss(recon, x, mu, logvar)
@@ -572,14 +580,16 @@ def _held_out_loss(model: LightVAE, normalised: torch.Tensor, indices: torch.Ten
 
 @_no_grad
 def embed(model: LightVAE, beats: Beats, scale: float, device: Device = "cpu",
-          batch_size: int = 4096, center: float = 0.0, reconstructions: bool = True
+          batch_size: int | None = None, center: float = 0.0, reconstructions: bool = True
           ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None, torch.Tensor]:
     """Latent means, log-variances, reconstructions (in input units) and per-beat
     reconstruction error (the outlier score: the mean square error of the normalised beat, so
     in units of the beats' variance, the same for mV and ADC counts) for every beat. With
     `reconstructions=False` the third is None: a day-long record's are as large as its beats
-    (100 MB), twice that while they are gathered, and the job does not need them."""
+    (100 MB), twice that while they are gathered, and the job does not need them. Beats go
+    through the model `batch_size` at a time (default: `evaluation_chunk`)."""
     model.eval()
+    batch_size = batch_size or evaluation_chunk(device)
     mus: list[torch.Tensor] = []
     logvars: list[torch.Tensor] = []
     recons: list[torch.Tensor] = []

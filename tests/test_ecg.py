@@ -330,11 +330,12 @@ def test_the_reports_accuracy_agrees_with_score():
 
 @requires_torch
 def test_training_keeps_every_physical_core_however_loaded_the_machine(monkeypatch):
-    from zerohop.ecg.vae import physical_cores, training_threads
+    from zerohop.ecg.vae import MAX_TRAINING_THREADS, physical_cores, training_threads
 
     cores = physical_cores(sorted(os.sched_getaffinity(0)))
     monkeypatch.setattr(os, "getloadavg", lambda: (1000.0, 1000.0, 1000.0))
-    assert training_threads() == max(1, min(cores, 8))
+    assert MAX_TRAINING_THREADS == 16
+    assert training_threads() == max(1, min(cores, MAX_TRAINING_THREADS))
     assert training_threads(3) == 3
 
 

@@ -132,7 +132,7 @@ def parser() -> argparse.ArgumentParser:
                    "of the ranks sharing one out (the same training as one process)")
     p.add_argument("--threads", type=_finite("--threads", 1, 1024, integer=True),
                    help="CPU threads for training (default: the cores not busy with other "
-                   "work, by the load average, never fewer than the physical cores, at most 8)")
+                   "work, by the load average, never fewer than the physical cores, at most 16)")
     p.add_argument("--seed", type=_finite("--seed", 0, 2 ** 32 - 1, integer=True), default=42,
                    help="seed for the synthetic signal, the split and the model's weights")
     p.add_argument("--out", type=Path, default=Path("out/ecg"),

@@ -192,7 +192,7 @@ def training_threads(requested: int | None = None) -> int:
     """CPU threads for training: `requested`, else the cores this process may use less the
     ones other work keeps busy (the 1-minute load average), but never fewer than its physical
     cores: load from other work is shared by the scheduler, and a day-long record trained on
-    one thread of a busy machine took minutes. At most 8: the model is small."""
+    one thread of a busy machine took minutes. At most MAX_TRAINING_THREADS."""
     if requested is not None:
         return max(1, int(requested))
     try:
@@ -200,7 +200,13 @@ def training_threads(requested: int | None = None) -> int:
     except AttributeError:  # not Linux
         allowed = list(range(os.cpu_count() or 1))
     busy = int(os.getloadavg()[0]) if hasattr(os, "getloadavg") else 0
-    return max(1, min(max(physical_cores(allowed), len(allowed) - busy), 8))
+    return max(1, min(max(physical_cores(allowed), len(allowed) - busy), MAX_TRAINING_THREADS))
+
+
+#: The most CPU threads training takes by default. On a 16-core machine a day-long record
+#: trained in 30 s on 16 threads against 39 s on 8 (bench/results/gpu-h200-2026-11-26.md);
+#: larger machines are not measured.
+MAX_TRAINING_THREADS = 16
 
 
 def physical_cores(cpus: Sequence[int]) -> int:

@@ -453,3 +453,24 @@ def test_matplotlib_is_imported_on_a_thread_while_the_job_trains(monkeypatch):
     import matplotlib
 
     assert "matplotlib.pyplot" in sys.modules and matplotlib.get_backend().lower() == "agg"
+
+
+def test_the_decoded_grid_is_one_set_of_axes_with_scale_bars_and_only_beat_windows():
+    pytest.importorskip("matplotlib")
+    from matplotlib.collections import LineCollection
+
+    from zerohop.ecg import plots
+
+    plots._use_agg()
+    decoded = np.sin(np.linspace(0, 3, 25 * 200)).reshape(25, 200) * 1.3
+    grid = [(a, b) for b in (2.0, 1.0, 0.0, -1.0, -2.0) for a in (-2.0, -1.0, 0.0, 1.0, 2.0)]
+    fig = plots.decoded_grid_figure(decoded, grid, -0.25, 360.0, "mV")
+    (ax,) = fig.axes
+    curves = [c for c in ax.collections if isinstance(c, LineCollection)][0].get_segments()
+    assert len(curves) == 25 and all(len(c) == 200 for c in curves), "beat windows only"
+    # Row by row from the highest μ₂, column by column from the lowest μ₁.
+    assert curves[0][0, 1] > curves[5][0, 1] and curves[1][0, 0] > curves[0][0, 0]
+    texts = [t.get_text() for t in ax.texts]
+    assert "z=(-2.00, 2.00)" in texts and "z=(2.00, -2.00)" in texts
+    assert "0.2 s" in texts and "0.5 mV" in texts  # the largest 1-2-5 bar within half a cell
+    fig.clf()

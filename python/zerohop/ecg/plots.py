@@ -4,6 +4,7 @@ when a CSV file does not say)."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -168,18 +169,8 @@ def write_plots(out: Path, *, signal: NDArray[Any], units: str | None,
                  f"among them)")
     save(fig, "latent")
 
-    side = int(round(len(decoded) ** 0.5))
-    fig, axes = plt.subplots(side, side, figsize=(9, 7), sharex=True, sharey=True)
-    for ax, curve, (z1, z2) in zip(axes.ravel(), decoded, grid):
-        ax.plot(x, curve[:span], lw=0.8)  # the beat's window, not the zero padding after it
-        ax.set_title(f"z=({z1:.2f}, {z2:.2f})", fontsize=7)
-        ax.tick_params(labelsize=6)
-    fig.supxlabel("time from the R peak (s)")
-    fig.supylabel(amp)
-    fig.suptitle("Beats decoded from a grid over the latents' 2–98 % range")
-    # tight_layout over 25 axes took half a second; fixed margins do as well here.
-    fig.subplots_adjust(left=0.08, right=0.98, bottom=0.08, top=0.9, hspace=0.45, wspace=0.25)
-    save(fig, "decoded_grid", layout=False)
+    save(decoded_grid_figure(decoded[:, :span], grid, x[0], rate, units), "decoded_grid",
+         layout=False)
 
     fig, ax = plt.subplots(figsize=(7, 4))
     worst = np.argsort(error)[::-1][:5]
@@ -200,6 +191,53 @@ def write_plots(out: Path, *, signal: NDArray[Any], units: str | None,
     ax.set_title("LightVAE training and held-out loss")
     save(fig, "loss")
     return paths
+
+
+def decoded_grid_figure(decoded: NDArray[Any], grid: Sequence[tuple[float, float]],
+                        start: float, rate: float, units: str | None) -> Figure:
+    """The beats decoded from a grid of latents, each in its cell of one set of axes (rows:
+    μ₂ from high to low; columns: μ₁ from low to high), on one amplitude scale, with ECG-style
+    scale bars for time and amplitude. One set of axes instead of 25 subplots: drawing those
+    took ~0.45 s of the job, this ~0.1 s. `decoded` holds only the beat windows (from `start`
+    seconds around the R peak), never the zero padding after them."""
+    import matplotlib.pyplot as plt
+    from matplotlib.collections import LineCollection
+
+    side = max(1, int(round(len(decoded) ** 0.5)))
+    span = decoded.shape[1]
+    t = start + np.arange(span) / rate
+    width = max(span / rate, 1.0 / rate)
+    low, high = float(decoded.min()), float(decoded.max())
+    height = max(high - low, 1e-12)
+    step_x, step_y = width * 1.15, height * 1.35
+    fig, ax = plt.subplots(figsize=(9, 7))
+    curves, marks = [], []
+    for k, (curve, (z1, z2)) in enumerate(zip(decoded, grid)):
+        row, col = divmod(k, side)
+        dx, dy = col * step_x - start, (side - 1 - row) * step_y
+        curves.append(np.column_stack([t + dx, curve + dy]))
+        marks.append([(dx, low + dy), (dx, high + dy)])  # the R peak
+        ax.text(t[0] + dx, high + dy + 0.04 * height, f"z=({z1:.2f}, {z2:.2f})", fontsize=7)
+    ax.add_collection(LineCollection(curves, lw=0.8, color="C0"))
+    ax.add_collection(LineCollection(marks, lw=0.5, color="k", linestyles=":"))
+    # Scale bars below the grid: the largest 1-2-5 amplitude within half a cell, 0.2 s.
+    bar_s = 0.2 if width >= 0.4 else 0.05
+    magnitude = 10.0 ** math.floor(math.log10(height / 2))
+    bar_a = max(m * magnitude for m in (1, 2, 5) if m * magnitude <= height / 2)
+    bx, by = t[0] - start, low - 0.35 * height
+    ax.plot([bx, bx + bar_s], [by, by], color="k", lw=1.5)
+    ax.plot([bx, bx], [by, by + bar_a], color="k", lw=1.5)
+    ax.text(bx + bar_s / 2, by - 0.05 * height, f"{bar_s:g} s", ha="center", va="top",
+            fontsize=8)
+    ax.text(bx - 0.02 * width, by + bar_a / 2, f"{bar_a:g} {units or 'signal units'}",
+            ha="right", va="center", fontsize=8)
+    ax.set_xlim(bx - 0.45 * width, (side - 1) * step_x + t[-1] - start + 0.05 * width)
+    ax.set_ylim(by - 0.35 * height, (side - 1) * step_y + high + 0.2 * height)
+    ax.set_axis_off()
+    ax.set_title("Beats decoded from a grid over the latents' 2–98 % range\n"
+                 "(μ₁ grows to the right, μ₂ upwards; dotted: the R peak)", fontsize=10)
+    fig.subplots_adjust(left=0.02, right=0.98, bottom=0.02, top=0.92)
+    return fig
 
 
 def draw_losses(ax: Axes, losses: Sequence[float], held_out: Sequence[float] | None = None,

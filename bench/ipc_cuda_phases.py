@@ -1,0 +1,71 @@
+"""Where a CUDA IPC consumer's time goes, zerohop against torch.multiprocessing: a 1 MiB tensor
+pickled 31 times by each (taking turns), and in the consumer process the median µs of each
+phase: unpickling (zerohop maps the handle and queues the wait on the producer's event;
+torch does the same and makes its tensor), zerohop's `__dlpack__` alone, `torch.from_dlpack`
+(the view; torch's own tensor needs none), a write, the device synchronisation, and dropping
+the objects (each closes its mapping there). Needs a GPU.
+
+    python bench/ipc_cuda_phases.py
+"""
+import pickle
+import statistics
+import time
+
+import torch
+import torch.multiprocessing as tmp
+
+import zerohop
+
+def consumer(conn):
+    import torch.multiprocessing  # noqa: F401 - torch's reducers
+    out = {}
+    while True:
+        msg = conn.recv_bytes()
+        if msg == b"stop":
+            break
+        kind = msg[:8].decode().strip()
+        data = msg[8:]
+        t0 = time.perf_counter(); obj = pickle.loads(data); t1 = time.perf_counter()
+        if kind == "zerohop":
+            cap = obj.__dlpack__(stream=1, max_version=(1, 0))
+            del cap  # unconsumed: its deleter drops its reference now
+            t2 = time.perf_counter()
+            x = torch.from_dlpack(obj); t3 = time.perf_counter()
+        else:
+            t2 = t1; x = obj; t3 = time.perf_counter()
+        x[0] += 1; t4 = time.perf_counter()
+        torch.cuda.synchronize(); t5 = time.perf_counter()
+        del x, obj
+        t6 = time.perf_counter()
+        out.setdefault(kind, []).append((t1 - t0, t2 - t1, t3 - t2, t4 - t3, t5 - t4, t6 - t5))
+        conn.send_bytes(b"ok")
+    conn.send(out)
+
+def main():
+    ctx = tmp.get_context("spawn")
+    parent, child = ctx.Pipe()
+    p = ctx.Process(target=consumer, args=(child,), daemon=True); p.start()
+    t = torch.zeros(1 << 18, device="cuda"); torch.cuda.synchronize()
+    z = zerohop.from_dlpack(t)
+    from multiprocessing.reduction import ForkingPickler
+    for _ in range(31):
+        for kind, obj in (("zerohop", z), ("torch", t)):
+            if kind == "torch":
+                data = bytes(ForkingPickler.dumps(obj))
+            else:
+                data = pickle.dumps(obj, protocol=5)
+            parent.send_bytes(kind.ljust(8).encode() + data); parent.recv_bytes()
+    parent.send_bytes(b"stop"); out = parent.recv(); p.join()
+    names = ["unpickle", "__dlpack__", "torch.from_dlpack", "x[0] += 1", "synchronize", "del"]
+    for kind, rows in out.items():
+        med = [statistics.median(r[i] for r in rows[1:]) * 1e6 for i in range(6)]
+        print(kind, " ".join(f"{n} {m:.1f}" for n, m in zip(names, med)))
+    # In process, for comparison.
+    for _ in range(3): torch.from_dlpack(zerohop.from_dlpack(t))
+    ts = []
+    for _ in range(21):
+        a = time.perf_counter(); torch.from_dlpack(z); ts.append(time.perf_counter() - a)
+    print("in process torch.from_dlpack(zerohop)", f"{statistics.median(ts)*1e6:.1f}")
+
+if __name__ == "__main__":
+    main()

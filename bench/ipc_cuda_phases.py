@@ -48,18 +48,22 @@ def main():
     t = torch.zeros(1 << 18, device="cuda"); torch.cuda.synchronize()
     z = zerohop.from_dlpack(t)
     from multiprocessing.reduction import ForkingPickler
+    pickling = {"zerohop": [], "torch": []}
     for _ in range(31):
         for kind, obj in (("zerohop", z), ("torch", t)):
+            begun = time.perf_counter()
             if kind == "torch":
                 data = bytes(ForkingPickler.dumps(obj))
             else:
                 data = pickle.dumps(obj, protocol=5)
+            pickling[kind].append(time.perf_counter() - begun)
             parent.send_bytes(kind.ljust(8).encode() + data); parent.recv_bytes()
     parent.send_bytes(b"stop"); out = parent.recv(); p.join()
     names = ["unpickle", "__dlpack__", "torch.from_dlpack", "x[0] += 1", "synchronize", "del"]
     for kind, rows in out.items():
         med = [statistics.median(r[i] for r in rows[1:]) * 1e6 for i in range(6)]
-        print(kind, " ".join(f"{n} {m:.1f}" for n, m in zip(names, med)))
+        print(kind, f"producer: pickle {statistics.median(pickling[kind][1:]) * 1e6:.1f};",
+              "consumer:", " ".join(f"{n} {m:.1f}" for n, m in zip(names, med)))
     # In process, for comparison.
     for _ in range(3): torch.from_dlpack(zerohop.from_dlpack(t))
     ts = []

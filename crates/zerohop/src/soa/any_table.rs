@@ -6,7 +6,9 @@
 use arrow_array::{Array, RecordBatch};
 
 use crate::device::Device;
-use crate::error::{Error, Result};
+#[cfg(feature = "arrow")]
+use crate::error::Error;
+use crate::error::Result;
 use crate::memory::Stream;
 use crate::tensor::TensorView;
 
@@ -188,18 +190,15 @@ impl Table {
 
     /// Rows `start..stop` as a table over the same memory.
     pub fn slice_rows(&self, start: usize, stop: usize) -> Result<Table> {
-        let n = self.len();
-        if start > stop || stop > n {
-            return Err(Error::InvalidArgument {
-                what: "row range".into(),
-                reason: format!("{start}..{stop} is outside a table of {n} rows"),
-            });
-        }
         Ok(match self {
             Table::Soa(t) => Table::Soa(t.slice_rows(start, stop)?),
             Table::Columns(c) => Table::Columns(c.slice_rows(start, stop)?),
             #[cfg(feature = "arrow")]
-            Table::Arrow(b) => Table::Arrow(b.slice(start, stop - start)),
+            Table::Arrow(b) => {
+                // RecordBatch::slice panics outside the batch.
+                super::table::check_row_range(start, stop, b.num_rows())?;
+                Table::Arrow(b.slice(start, stop - start))
+            }
         })
     }
 

@@ -97,13 +97,7 @@ impl ColumnTable {
 
     /// Rows `start..stop` of every column, over the same memory.
     pub fn slice_rows(&self, start: usize, stop: usize) -> Result<Self> {
-        let n = self.len();
-        if start > stop || stop > n {
-            return Err(Error::InvalidArgument {
-                what: "row range".into(),
-                reason: format!("rows {start}..{stop} are outside 0..{n}"),
-            });
-        }
+        super::table::check_row_range(start, stop, self.len())?;
         let columns = self
             .columns
             .iter()

@@ -294,12 +294,7 @@ impl SoaTable {
 
     /// Rows `start..end` of this table, sharing its memory.
     pub fn slice_rows(&self, start: usize, end: usize) -> Result<SoaTable> {
-        if start > end || end > self.len {
-            return Err(Error::InvalidArgument {
-                what: "row range".into(),
-                reason: format!("{start}..{end} is outside a table of {} rows", self.len),
-            });
-        }
+        check_row_range(start, end, self.len)?;
         let mut out = self.clone();
         out.first_row = self.first_row + start;
         out.len = end - start;
@@ -500,6 +495,18 @@ fn zero_fill(buffer: &Buffer, bytes: usize) -> Result<()> {
     Err(Error::NotHostAccessible {
         device: buffer.device(),
     })
+}
+
+/// Refuses rows `start..stop` that are not a range inside a table of `len` rows: the one check
+/// every kind of table's slice makes.
+pub(crate) fn check_row_range(start: usize, stop: usize, len: usize) -> Result<()> {
+    if start > stop || stop > len {
+        return Err(Error::InvalidArgument {
+            what: "row range".into(),
+            reason: format!("{start}..{stop} is outside a table of {len} rows"),
+        });
+    }
+    Ok(())
 }
 
 #[cfg(feature = "cuda")]

@@ -8,7 +8,7 @@ use zerohop::TensorView;
 use crate::detect::{self, DetectParams, Method};
 use crate::error::{invalid, Result};
 use crate::segment::{
-    alloc, curvature_tensor, fill, tensor_of, uninit_rows, Laps, Params, Segmentation,
+    curvature_tensor, fill, tensor_of, uninit_rows, uninit_vector, Laps, Params, Segmentation,
 };
 
 /// Runs every stage of the adaptive detector on `signal`.
@@ -30,7 +30,8 @@ pub fn segment_adaptive(signal: &[f32], params: &Params) -> Result<Segmentation>
     let curv: &[f32] = curv_view.as_slice()?;
     laps.lap("curvature");
 
-    let energy_view = alloc::<f32>(signal.len())?;
+    // Every element is written below.
+    let energy_view = uninit_vector::<f32>(signal.len())?;
     // SAFETY: allocated just above and still private to this function.
     let energy = unsafe { fill::<f32>(&energy_view)? };
     detect::energy(curv, p.integration, energy);

@@ -21,6 +21,7 @@ use rayon::prelude::*;
 
 use crate::error::{invalid, Result};
 use crate::segment::{check_rate, local_maxima, rising_edges, REFERENCE_RATE};
+use crate::simd::{by_width, Lanes};
 
 /// Which detector a segmentation runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -131,15 +132,10 @@ pub fn squared_slope(curv: &[f32], out: &mut [f32]) {
 /// sum taken oldest first, 8 outputs at a time so the inner loop vectorises.
 pub fn integrate(slope: &[f32], window: usize, out: &mut [f32]) {
     assert_eq!(out.len(), slope.len());
-    let wide = crate::simd::wide_vectors();
-    out.par_chunks_mut(4096).enumerate().for_each(|(c, chunk)| {
-        if wide {
-            // SAFETY: the CPU has AVX2 (checked at run time just above).
-            unsafe { integrate_chunk_avx2(slope, window, c * 4096, chunk) }
-        } else {
-            integrate_chunk(slope, window, c * 4096, chunk)
-        }
-    });
+    let lanes = Lanes::widest();
+    out.par_chunks_mut(4096)
+        .enumerate()
+        .for_each(|(c, chunk)| integrate_chunk(lanes, slope, window, c * 4096, chunk));
 }
 
 /// `integrate(squared slope of curv)` in one pass, each chunk squaring the slopes it sums
@@ -149,7 +145,7 @@ pub fn integrate(slope: &[f32], window: usize, out: &mut [f32]) {
 pub fn energy(curv: &[f32], window: usize, out: &mut [f32]) {
     assert_eq!(out.len(), curv.len());
     const CHUNK: usize = 4096;
-    let wide = crate::simd::wide_vectors();
+    let lanes = Lanes::widest();
     out.par_chunks_mut(CHUNK)
         .enumerate()
         .for_each(|(c, chunk)| {
@@ -162,12 +158,7 @@ pub fn energy(curv: &[f32], window: usize, out: &mut [f32]) {
             // sums. Where sums reach before the signal's start, `first` is 0 and the coordinates
             // are the signal's, as `integrate` has them.
             let offset = base - first;
-            if wide {
-                // SAFETY: the CPU has AVX2 (checked at run time above).
-                unsafe { integrate_chunk_avx2(&slope, window, offset, chunk) }
-            } else {
-                integrate_chunk(&slope, window, offset, chunk)
-            }
+            integrate_chunk(lanes, &slope, window, offset, chunk)
         });
 }
 
@@ -180,26 +171,21 @@ fn squared_slope_from(curv: &[f32], first: usize, slope: &mut [f32]) {
     }
 }
 
-/// `integrate_chunk` compiled for AVX2: the same additions in the same order, so the results
-/// are bitwise those of the plain build and of the CUDA kernel.
-///
-/// # Safety
-/// The CPU must support AVX2.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2")]
-unsafe fn integrate_chunk_avx2(slope: &[f32], window: usize, base: usize, chunk: &mut [f32]) {
-    integrate_chunk(slope, window, base, chunk)
+by_width! {
+    /// Outputs `base .. base + chunk.len()` of `integrate`.
+    fn integrate_chunk(slope: &[f32], window: usize, base: usize, chunk: &mut [f32])
+        = integrate_outputs::<32, 64, 128>
 }
 
-#[cfg(not(target_arch = "x86_64"))]
-unsafe fn integrate_chunk_avx2(slope: &[f32], window: usize, base: usize, chunk: &mut [f32]) {
-    integrate_chunk(slope, window, base, chunk)
-}
-
-/// Outputs `base .. base + chunk.len()` of `integrate`.
+/// Outputs `base .. base + chunk.len()` of `integrate`, `BLOCK` at a time: independent sums
+/// enough to keep every vector adder busy while each waits on its last addition.
 #[inline(always)]
-fn integrate_chunk(slope: &[f32], window: usize, base: usize, chunk: &mut [f32]) {
-    const BLOCK: usize = 8;
+fn integrate_outputs<const BLOCK: usize>(
+    slope: &[f32],
+    window: usize,
+    base: usize,
+    chunk: &mut [f32],
+) {
     let mut i = 0;
     while i < chunk.len() {
         let start = base + i;
@@ -232,9 +218,13 @@ fn integrate_chunk(slope: &[f32], window: usize, base: usize, chunk: &mut [f32])
 /// Sample `q` is judged by the window `[q - ahead, q + behind]` of the gates the blog's
 /// sliding maximum makes (see `candidates_by_sliding_maximum`, which this reproduces exactly):
 /// it is a candidate when no energy in its window is larger, the sample before it was not one
-/// too (the first of a plateau), and it is past the warm-up with some energy. Only a local
-/// maximum can be one, and energy (an integral) has few, so each is checked against its
-/// window directly: about 6× faster than sliding the maximum over every sample.
+/// too (the first of a plateau), and it is past the warm-up with some energy.
+///
+/// Each chunk's window maxima come from doubling spans (the maximum over `2s` samples is the
+/// larger of two maxima over `s`), then two overlapping spans per window: a fixed number of
+/// branch-free passes that compile to vector instructions, whatever the heart rate or noise.
+/// A deque's sliding maximum, or checking each local maximum against its window, branch on
+/// the data and cost 2–5× as much.
 pub fn candidates(energy: &[f32], params: &DetectParams) -> Vec<(usize, f32)> {
     let window = params.candidate_window;
     if energy.len() < window {
@@ -242,48 +232,79 @@ pub fn candidates(energy: &[f32], params: &DetectParams) -> Vec<(usize, f32)> {
     }
     let ahead = window.div_ceil(2);
     let behind = window - 1 - ahead;
-    if behind == 0 {
-        // The window ends at the sample judged: a local maximum is no filter then.
-        return candidates_by_sliding_maximum(energy, params);
-    }
-    let largest_in = |q: usize, at: usize| {
-        let v = energy[at];
-        energy[q - ahead..=q + behind].iter().all(|&e| e <= v)
-    };
     let first = ahead.max(params.warm_up()).max(1);
     let last = energy.len() - 1 - behind;
     if first > last {
         return Vec::new();
     }
-    const CHUNK: usize = 1 << 15;
+    // Small enough for a chunk's buffers to stay in the first-level cache (and under the
+    // allocator's threshold for fresh pages from the kernel).
+    const CHUNK: usize = 1 << 13;
+    let lanes = Lanes::widest();
     let starts: Vec<usize> = (first..=last).step_by(CHUNK).collect();
     let found: Vec<Vec<(usize, f32)>> = starts
         .par_iter()
         .map(|&start| {
             let end = (start + CHUNK - 1).min(last);
+            // One sample more in front, for the plateau rule, unless it has no whole window.
+            let from = if start > ahead { start - 1 } else { start };
+            let tops = window_tops(lanes, &energy[from - ahead..=end + behind], window);
             let mut out = Vec::new();
-            for q in start..=end {
-                let e = energy[q];
-                let local_maximum = e > 0.0 && e >= energy[q - 1] && e >= energy[q + 1];
-                if !local_maximum || !largest_in(q, q) {
-                    continue;
+            // Tops are rare (a few per beat): skip eight zero flags at a time.
+            let mut k = start - from;
+            while k < tops.len() {
+                if k + 8 <= tops.len() && k % 8 == 0 {
+                    let eight: [u8; 8] = tops[k..k + 8].try_into().expect("eight flags");
+                    if u64::from_ne_bytes(eight) == 0 {
+                        k += 8;
+                        continue;
+                    }
                 }
-                // The first of a plateau: the sample before was not judged the maximum of
-                // its own window (the window one sample earlier).
-                let before_was = q > ahead && energy[q - 1] >= e && {
-                    let v = energy[q - 1];
-                    energy[q - 1 - ahead..=q - 1 + behind]
-                        .iter()
-                        .all(|&x| x <= v)
-                };
-                if !before_was {
-                    out.push((q, e));
+                let q = from + k;
+                let first_of_plateau = k == 0 || tops[k - 1] == 0;
+                if tops[k] != 0 && first_of_plateau && energy[q] > 0.0 {
+                    out.push((q, energy[q]));
                 }
+                k += 1;
             }
             out
         })
         .collect();
     found.concat()
+}
+
+by_width! {
+    /// For each window `span[i .. i + window]`: 1 where its largest value is the one at its
+    /// judged sample `i + ceil(window / 2)`.
+    fn window_tops(span: &[f32], window: usize) -> Vec<u8> = window_top_flags
+}
+
+/// `window_tops`, branch-free so that it vectorises.
+#[inline(always)]
+fn window_top_flags(span: &[f32], window: usize) -> Vec<u8> {
+    let larger = |a: f32, b: f32| if b > a { b } else { a };
+    let windows = span.len() + 1 - window;
+    // tops[i] = max(span[i .. i + reach]), for reach doubling up to the window.
+    let mut tops = span.to_vec();
+    let mut next = vec![0f32; span.len()];
+    let mut reach = 1;
+    while 2 * reach <= window {
+        let valid = span.len() + 1 - 2 * reach;
+        let pairs = tops[..valid].iter().zip(&tops[reach..reach + valid]);
+        for (out, (&a, &b)) in next[..valid].iter_mut().zip(pairs) {
+            *out = larger(a, b);
+        }
+        std::mem::swap(&mut tops, &mut next);
+        reach *= 2;
+    }
+    let centre = window.div_ceil(2);
+    let far = window - reach;
+    tops[..windows]
+        .iter()
+        .zip(&tops[far..far + windows])
+        .zip(&span[centre..centre + windows])
+        .map(|((&a, &b), &judged)| u8::from(larger(a, b) == judged))
+        .collect()
 }
 
 /// `candidates` as the blog's gates compute it: a sliding maximum over every sample, the
@@ -499,24 +520,33 @@ mod tests {
     }
 
     #[test]
-    fn eight_lanes_give_the_four_lane_build_s_energy_bit_for_bit() {
-        if !crate::simd::wide_vectors() {
-            return; // nothing to compare on this CPU
-        }
+    fn every_vector_width_gives_the_same_energy_as_one_sum_at_a_time() {
         let slope: Vec<f32> = (0..10_000)
             .map(|i| ((i as f32 * 0.37).sin() * 3.1).powi(2))
             .collect();
-        for base in [0, 21, 4096, 9000] {
-            let len = (slope.len() - base).min(4096);
-            let (mut plain, mut wide) = (vec![0f32; len], vec![0f32; len]);
-            integrate_chunk(&slope, 54, base, &mut plain);
-            // SAFETY: the CPU has AVX2 (checked above).
-            unsafe { integrate_chunk_avx2(&slope, 54, base, &mut wide) };
-            let same = plain
-                .iter()
-                .zip(&wide)
-                .all(|(a, b)| a.to_bits() == b.to_bits());
-            assert!(same, "base {base}");
+        let window = 54;
+        let one_at_a_time = |i: usize| {
+            let mut acc = 0f32;
+            for &s in &slope[(i + 1).saturating_sub(window)..=i] {
+                acc += s;
+            }
+            acc
+        };
+        for lanes in Lanes::supported() {
+            for base in [0, 21, 4096, 9000] {
+                let len = (slope.len() - base).min(4096);
+                let mut out = vec![0f32; len];
+                integrate_chunk(lanes, &slope, window, base, &mut out);
+                for (k, v) in out.iter().enumerate() {
+                    let want = one_at_a_time(base + k);
+                    assert_eq!(
+                        v.to_bits(),
+                        want.to_bits(),
+                        "{lanes:?}, sample {}",
+                        base + k
+                    );
+                }
+            }
         }
     }
 
@@ -661,6 +691,19 @@ mod tests {
                 candidates_by_sliding_maximum(&energy, &p),
                 "rate {rate}"
             );
+        }
+    }
+
+    #[test]
+    fn every_vector_width_finds_the_same_window_tops() {
+        for window in [3, 11, 73, 201] {
+            let energy = rough_energy(5000, window as u64);
+            let four = window_tops(Lanes::Four, &energy, window);
+            assert_eq!(four.len(), energy.len() + 1 - window);
+            assert!(four.contains(&1) && four.contains(&0), "window {window}");
+            for lanes in Lanes::supported() {
+                assert_eq!(window_tops(lanes, &energy, window), four, "{lanes:?}");
+            }
         }
     }
 

@@ -11,6 +11,7 @@ use zerohop::{Buffer, DType, Element, TensorView, DEFAULT_ALIGNMENT};
 
 use crate::detect::Method;
 use crate::error::{invalid, Result};
+use crate::simd::{by_width, Lanes};
 
 /// The blog's parameters are for 250 Hz.
 pub const REFERENCE_RATE: f64 = 250.0;
@@ -86,7 +87,8 @@ impl Laps {
 
 /// The Ricker curvature of `signal` in a fresh tensor from the current resource.
 pub(crate) fn curvature_tensor(signal: &[f32], ricker_width: usize) -> Result<TensorView> {
-    let view = alloc::<f32>(signal.len())?;
+    // Every element is written below.
+    let view = uninit_vector::<f32>(signal.len())?;
     // SAFETY: allocated just above and still private to this function.
     let out = unsafe { fill::<f32>(&view)? };
     curvature(signal, &ricker(ricker_width), out);
@@ -135,40 +137,29 @@ pub fn curvature(signal: &[f32], kernel: &[f32], out: &mut [f32]) {
         return;
     }
     let reversed: Vec<f32> = kernel.iter().rev().copied().collect();
-    let wide = crate::simd::wide_vectors();
-    out.par_chunks_mut(4096).enumerate().for_each(|(c, chunk)| {
-        if wide {
-            // SAFETY: the CPU has AVX2 (checked at run time just above).
-            unsafe { curvature_chunk_avx2(signal, &reversed, c * 4096, chunk) }
-        } else {
-            curvature_chunk(signal, &reversed, c * 4096, chunk)
-        }
-    });
+    let lanes = Lanes::widest();
+    out.par_chunks_mut(4096)
+        .enumerate()
+        .for_each(|(c, chunk)| curvature_chunk(lanes, signal, &reversed, c * 4096, chunk));
 }
 
-/// `curvature_chunk` compiled for AVX2: the same operations in the same order (no fused
-/// multiply-add), eight lanes a register instead of four, so the results are bitwise those of
-/// the plain build and of the CUDA kernel.
-///
-/// # Safety
-/// The CPU must support AVX2.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2")]
-unsafe fn curvature_chunk_avx2(signal: &[f32], reversed: &[f32], base: usize, chunk: &mut [f32]) {
-    curvature_chunk(signal, reversed, base, chunk)
+by_width! {
+    /// Outputs `base .. base + chunk.len()` of `curvature`.
+    fn curvature_chunk(signal: &[f32], reversed: &[f32], base: usize, chunk: &mut [f32])
+        = curvature_outputs::<32, 64, 128>
 }
 
-#[cfg(not(target_arch = "x86_64"))]
-unsafe fn curvature_chunk_avx2(signal: &[f32], reversed: &[f32], base: usize, chunk: &mut [f32]) {
-    curvature_chunk(signal, reversed, base, chunk)
-}
-
-/// Outputs `base .. base + chunk.len()` of `curvature`.
+/// Outputs `base .. base + chunk.len()` of `curvature`, `BLOCK` at a time: independent sums
+/// enough to keep every vector adder busy while each waits on its last addition.
 #[inline(always)]
-fn curvature_chunk(signal: &[f32], reversed: &[f32], base: usize, chunk: &mut [f32]) {
+fn curvature_outputs<const BLOCK: usize>(
+    signal: &[f32],
+    reversed: &[f32],
+    base: usize,
+    chunk: &mut [f32],
+) {
     let (n, w) = (signal.len(), reversed.len());
     let at = |i: isize| signal[i.rem_euclid(n as isize) as usize];
-    const BLOCK: usize = 8;
     let mut i = 0;
     while i < chunk.len() {
         let start = base + i;
@@ -416,19 +407,27 @@ pub(crate) fn tensor_of(values: &[i64]) -> Result<TensorView> {
 /// A (rows, width) float32 tensor from the current resource, not zero-filled: for callers
 /// that write every element.
 pub(crate) fn uninit_rows(rows: usize, width: usize) -> Result<TensorView> {
+    uninit(DType::F32, &[rows, width])
+}
+
+/// A tensor of `len` elements of `T` from the current resource, not zero-filled: for callers
+/// that write every element (a day's filter output is 124 MB, zeroed for nothing otherwise).
+pub(crate) fn uninit_vector<T: Element>(len: usize) -> Result<TensorView> {
+    uninit(T::DTYPE, &[len])
+}
+
+fn uninit(dtype: DType, shape: &[usize]) -> Result<TensorView> {
     let resource = zerohop::memory::current_resource(zerohop::Device::CPU)
         .expect("the host always has a resource");
+    let elements = shape.iter().product::<usize>();
     let buffer = Buffer::allocate(
         resource,
-        rows * width * 4,
+        elements * dtype.itemsize(),
         DEFAULT_ALIGNMENT,
         zerohop::Stream::HOST,
     )?;
-    Ok(TensorView::from_buffer(
-        buffer,
-        DType::F32,
-        &[rows as i64, width as i64],
-    )?)
+    let dims: Vec<i64> = shape.iter().map(|&d| d as i64).collect();
+    Ok(TensorView::from_buffer(buffer, dtype, &dims)?)
 }
 
 #[cfg(test)]
@@ -436,25 +435,36 @@ mod simd_tests {
     use super::*;
 
     #[test]
-    fn eight_lanes_give_the_four_lane_build_s_curvature_bit_for_bit() {
-        if !crate::simd::wide_vectors() {
-            return; // nothing to compare on this CPU
-        }
+    fn every_vector_width_gives_the_same_curvature_as_one_sum_at_a_time() {
         let signal: Vec<f32> = (0..10_000)
             .map(|i| ((i as f32 * 0.013).sin() * 1.7).powi(7) + (i as f32 * 0.71).cos() * 0.1)
             .collect();
         let reversed: Vec<f32> = ricker(43).into_iter().rev().collect();
-        for base in [0, 37, 4096, 9000] {
-            let len = (signal.len() - base).min(4096);
-            let (mut plain, mut wide) = (vec![0f32; len], vec![0f32; len]);
-            curvature_chunk(&signal, &reversed, base, &mut plain);
-            // SAFETY: the CPU has AVX2 (checked above).
-            unsafe { curvature_chunk_avx2(&signal, &reversed, base, &mut wide) };
-            let same = plain
-                .iter()
-                .zip(&wide)
-                .all(|(a, b)| a.to_bits() == b.to_bits());
-            assert!(same, "base {base}");
+        let n = signal.len() as isize;
+        // out[i] = Σ_j reversed[j] · signal[(i + 1 - w + j) mod n], one product at a time.
+        let one_at_a_time = |i: usize| {
+            let mut acc = 0f32;
+            for (j, &k) in reversed.iter().enumerate() {
+                let at = (i as isize + 1 - reversed.len() as isize + j as isize).rem_euclid(n);
+                acc += k * signal[at as usize];
+            }
+            acc
+        };
+        for lanes in Lanes::supported() {
+            for base in [0, 37, 4096, 9000] {
+                let len = (signal.len() - base).min(4096);
+                let mut out = vec![0f32; len];
+                curvature_chunk(lanes, &signal, &reversed, base, &mut out);
+                for (k, v) in out.iter().enumerate() {
+                    let want = one_at_a_time(base + k);
+                    assert_eq!(
+                        v.to_bits(),
+                        want.to_bits(),
+                        "{lanes:?}, sample {}",
+                        base + k
+                    );
+                }
+            }
         }
     }
 }

@@ -107,8 +107,9 @@ def producers(cuda):
             "torch.multiprocessing (CUDA)": ("torch-cuda", torch_cuda)}
 
 
-def measure(makers, sizes, repeat, write=False):
-    """µs per round trip (median of `repeat`, after one warm-up) and the consumer's view and
+def measure(makers, sizes, repeat, write=False, warmup=20):
+    """µs per round trip (median of `repeat`, after `warmup` round trips before the first size
+    and one more at each size) and the consumer's view and
     write shares, for every maker at every size. Each maker has a consumer of its own, and
     the makers take turns round by round (their order swapped every round), so a drift of the
     machine (clocks, other work) falls on all of them alike."""
@@ -123,6 +124,14 @@ def measure(makers, sizes, repeat, write=False):
         ends[name] = (parent, process)
     results = {name: {} for name in makers}
     try:
+        # Every consumer's first round trips pay for its start (CUDA context, caches, lazy
+        # imports): run them before the first size, so its figures are not the start's.
+        objs = {name: make(sizes[0] // 4) for name, (_, make) in makers.items()}
+        for _ in range(warmup):
+            for name in makers:
+                ends[name][0].send(objs[name])
+                ends[name][0].recv()
+        del objs
         for nbytes in sizes:
             objs = {name: make(nbytes // 4) for name, (_, make) in makers.items()}
             samples = {name: ([], [], []) for name in makers}

@@ -2,11 +2,12 @@
 pickled 31 times by each (taking turns), and in the consumer process the median µs of each
 phase: unpickling (zerohop maps the handle and queues the wait on the producer's event;
 torch does the same and makes its tensor), zerohop's `__dlpack__` alone, `torch.from_dlpack`
-(the view; torch's own tensor needs none), a write, the device synchronisation, and dropping
+(the view; torch's own tensor needs none; with IPC_SPLIT=1 its steps one by one), a write, the device synchronisation, and dropping
 the objects (each closes its mapping there). Needs a GPU.
 
     python bench/ipc_cuda_phases.py
 """
+import os
 import pickle
 import statistics
 import time
@@ -15,6 +16,10 @@ import torch
 import torch.multiprocessing as tmp
 
 import zerohop
+
+# IPC_SPLIT=1: time torch.from_dlpack's steps one by one in the consumer.
+SPLIT = os.environ.get("IPC_SPLIT") == "1"
+
 
 def consumer(conn):
     import torch.multiprocessing  # noqa: F401 - torch's reducers
@@ -26,11 +31,23 @@ def consumer(conn):
         kind = msg[:8].decode().strip()
         data = msg[8:]
         t0 = time.perf_counter(); obj = pickle.loads(data); t1 = time.perf_counter()
+        split = None
         if kind == "zerohop":
             cap = obj.__dlpack__(stream=1, max_version=(1, 0))
             del cap  # unconsumed: its deleter drops its reference now
             t2 = time.perf_counter()
-            x = torch.from_dlpack(obj); t3 = time.perf_counter()
+            if SPLIT:
+                # torch.from_dlpack's own steps, one by one.
+                s0 = time.perf_counter(); dev = obj.__dlpack_device__()
+                s1 = time.perf_counter(); stream = torch.cuda.current_stream(f"cuda:{dev[1]}")
+                s2 = time.perf_counter(); cap = obj.__dlpack__(stream=1, max_version=(1, 0))
+                s3 = time.perf_counter(); x = torch._C._from_dlpack(cap)
+                s4 = time.perf_counter()
+                split = (s1 - s0, s2 - s1, s3 - s2, s4 - s3)
+                del stream, cap
+            else:
+                x = torch.from_dlpack(obj)
+            t3 = time.perf_counter()
         else:
             t2 = t1; x = obj; t3 = time.perf_counter()
         x[0] += 1; t4 = time.perf_counter()
@@ -38,6 +55,8 @@ def consumer(conn):
         del x, obj
         t6 = time.perf_counter()
         out.setdefault(kind, []).append((t1 - t0, t2 - t1, t3 - t2, t4 - t3, t5 - t4, t6 - t5))
+        if split:
+            out.setdefault("split", []).append(split)
         conn.send_bytes(b"ok")
     conn.send(out)
 
@@ -60,10 +79,17 @@ def main():
             parent.send_bytes(kind.ljust(8).encode() + data); parent.recv_bytes()
     parent.send_bytes(b"stop"); out = parent.recv(); p.join()
     names = ["unpickle", "__dlpack__", "torch.from_dlpack", "x[0] += 1", "synchronize", "del"]
+    split = out.pop("split", None)
     for kind, rows in out.items():
         med = [statistics.median(r[i] for r in rows[1:]) * 1e6 for i in range(6)]
         print(kind, f"producer: pickle {statistics.median(pickling[kind][1:]) * 1e6:.1f};",
               "consumer:", " ".join(f"{n} {m:.1f}" for n, m in zip(names, med)))
+    if split:
+        parts = ["__dlpack_device__", "torch.cuda.current_stream", "__dlpack__",
+                 "torch._C._from_dlpack"]
+        print("zerohop torch.from_dlpack, step by step:",
+              " ".join(f"{n} {statistics.median(r[i] for r in split[1:]) * 1e6:.1f}"
+                       for i, n in enumerate(parts)))
     # In process, for comparison.
     for _ in range(3): torch.from_dlpack(zerohop.from_dlpack(t))
     ts = []

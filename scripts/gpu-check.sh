@@ -74,12 +74,15 @@ cat "$OUT/pytest-cpu.log"
 $PY bench/gpu_dlpack.py --out "$OUT/gpu_dlpack.md" 2>&1 | tee "$OUT/bench.log" || status=1
 $PY bench/ecg_pipeline_gpu.py --out "$OUT/ecg_pipeline_gpu.md" 2>&1 | tail -25 | tee "$OUT/ecg-bench.log" || status=1
 # Hand-offs to another process: CUDA IPC against torch.multiprocessing, and host memory.
-$PY bench/ipc.py --cuda --out "$OUT/ipc_cuda.md" 2>&1 | tail -20 | tee "$OUT/ipc.log" || status=1
+$PY bench/ipc.py --cuda --write --repeat 51 --out "$OUT/ipc_cuda.md" 2>&1 | tail -20 | tee "$OUT/ipc.log" || status=1
 $PY bench/ipc.py --out "$OUT/ipc_host.md" 2>&1 | tail -20 | tee -a "$OUT/ipc.log" || status=1
 # Where a CUDA IPC consumer's time goes (unpickle, view, write, synchronise, drop).
 $PY bench/ipc_cuda_phases.py 2>&1 | tee "$OUT/ipc_cuda_phases.txt" || status=1
 # Many recordings over local workers (1 to 16) (SKIP_RECORDS=1 leaves this long bench out).
 [ "${SKIP_RECORDS:-0}" = 1 ] || $PY bench/ecg_records.py --out "$OUT/ecg_records.md" 2>&1 | tail -25 | tee "$OUT/records.log" || status=1
+# The day-long record from a CSV file, whole job, on the GPU and on the 16 cores.
+$PY bench/ecg_holter.py --device cuda --device cpu --runs 2 --out "$OUT/ecg_holter.md" 2>&1 \
+  | tail -8 | tee "$OUT/holter.log" || status=1
 # The flagship job on the GPU (plots only where matplotlib is installed).
 plots=$($PY -c 'import matplotlib' 2>/dev/null && echo "" || echo "--no-plots")
 $PY -m zerohop.ecg --device cuda --out "$OUT/ecg-gpu" $plots 2>&1 | tail -20 | tee "$OUT/ecg-gpu.log" || status=1

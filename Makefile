@@ -97,7 +97,7 @@ typecheck: develop
 	  -m zerohop.tour -m zerohop.ecg.text -m zerohop.ecg.output -m zerohop.ecg.errors -m zerohop.ecg.adam \
 	  -m zerohop.ecg.step -m zerohop.ecg.report -m zerohop.ecg.batch_report -m zerohop.ecg.plots \
 	  -m zerohop.ecg.sources -m zerohop.ecg.records -m zerohop.ecg.workers -m zerohop.ecg.vae \
-	  -m zerohop.ecg.pipeline -m zerohop.ecg.batch -m zerohop.ecg.__main__ -m zerohop.ecg
+	  -m zerohop.ecg.pipeline -m zerohop.ecg.batch -m zerohop.ecg.__main__ -m zerohop.ecg.malloc -m zerohop.ecg
 	$(PY) tests/typing/public_api.py
 
 # The reference site (mkdocs.yml, docs/ -> site/), every MkDocs warning an error.

@@ -293,6 +293,19 @@ def test_a_folder_that_cannot_be_written_is_refused_before_any_work(tmp_path, ca
         assert "not writable" in capsys.readouterr().err and not list(locked.iterdir())
 
 
+def test_the_job_reads_its_recording_before_torch_is_imported():
+    # torch is imported on a thread while the recording is read (seconds on a GPU machine's
+    # host): the job's entry point and the malloc setting it applies first must not import it.
+    import subprocess
+
+    code = ("import sys, zerohop.ecg.__main__, zerohop.ecg.pipeline, zerohop.ecg.sources; "
+            "from zerohop.ecg.malloc import keep_freed_memory; keep_freed_memory(); "
+            "print(sorted(m for m in ('torch', 'matplotlib') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout
+    assert out.strip() == "[]"
+
+
 def test_a_missing_torch_is_named_with_the_install_command(tmp_path, capsys, monkeypatch):
     monkeypatch.setitem(sys.modules, "torch", None)
     assert main(["--out", str(tmp_path / "out"), "--synthetic", "0.01"]) == 2

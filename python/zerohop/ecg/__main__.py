@@ -187,7 +187,7 @@ def _main(argv: Sequence[str] | None = None) -> int:
     p = parser()
     args = p.parse_args(argv)
     if args.device == "cpu":
-        from .vae import keep_freed_memory
+        from .malloc import keep_freed_memory
 
         keep_freed_memory()  # CPU training steps reuse their freed activations
     if args.records is None and (args.ray or args.dask or args.workers != 1

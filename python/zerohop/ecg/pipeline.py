@@ -193,12 +193,13 @@ _HostOutput: TypeAlias = Literal["r_peaks", "beat_peaks", "beats"]
 def run(config: Config, say: Callable[[str], object] = print) -> Result:
     """Runs the job; raises EcgInputError (a ValueError) for anything about the input, before
     writing anything, and leaves `config.out` untouched unless the whole job succeeds."""
-    torch = sources.require_job(config)
+    sources.require_rest_of_job(config)
     from .plots import import_in_background, write_plots
-    from .vae import convergence_note, embed, train, warm_up_in_background
 
     staging = Staging(config.out)
-    warmed = warm_up_in_background(config.device)
+    # torch is imported (and the GPU warmed up) while the recording is read and its beats
+    # detected: neither needs torch, and the import alone takes seconds.
+    torch_ready = sources.import_torch_in_background(config)
     plotting_ready = import_in_background() if config.plots else (lambda: None)
     with staging:
         started = time.perf_counter()
@@ -235,6 +236,8 @@ def run(config: Config, say: Callable[[str], object] = print) -> Result:
             stages.append((name, seconds, copied))
         beats, params = seg["beats"], seg["params"]
         moved_to_host: list[int] = []
+        torch = torch_ready()
+        from .vae import convergence_note, embed, train
 
         def host(name: _HostOutput) -> NDArray[Any]:
             """A stage output as NumPy: a zero-copy view on the CPU; on the GPU an explicit
@@ -278,7 +281,6 @@ def run(config: Config, say: Callable[[str], object] = print) -> Result:
         x = hand_off("zerohop beats → torch.from_dlpack", beats, torch.from_dlpack(beats))
         stage("beats → PyTorch (DLPack)", begun)
 
-        warmed()
         begun = time.perf_counter()
         trained = train(x, epochs=config.epochs, batch_size=config.batch_size, lr=config.lr,
                         seed=config.seed, device=config.device, progress=config.progress,

@@ -82,11 +82,62 @@ def require_job(config: Config) -> ModuleType:
     """What every ECG job needs before any work: torch, matplotlib when drawing, and a CUDA
     device when asked for one. Returns torch."""
     torch = require_torch()
+    require_rest_of_job(config)
+    return check_torch_device(torch, config)
+
+
+def require_rest_of_job(config: Config) -> None:
+    """`require_job` without importing torch (seconds, which `import_torch_in_background`
+    spends while the recording is read): matplotlib when drawing, a CUDA device when asked
+    for one."""
     if config.plots:
         require_matplotlib()
+    if config.device == "cuda":
+        import zerohop.cuda
+
+        if not zerohop.cuda.is_available():
+            raise EcgInputError("--device cuda: there is no CUDA device on this machine")
+
+
+def check_torch_device(torch: ModuleType, config: Config) -> ModuleType:
+    """torch, once it is known to see the device the job asked for (a CPU-only build does
+    not see a GPU that zerohop sees)."""
     if config.device == "cuda" and not torch.cuda.is_available():
         raise EcgInputError("--device cuda: torch sees no CUDA device on this machine")
     return torch
+
+
+def import_torch_in_background(config: Config) -> Callable[[], ModuleType]:
+    """Imports torch and the model's module on a thread (3 s on a GPU machine's host, as
+    long as reading a day-long CSV file), then warms the GPU up (`vae.warm_up`) when the job
+    runs there. Returns the function that waits for it and gives torch, raising what
+    `require_job` would (a missing torch named with its install command)."""
+    import threading
+
+    failure: list[BaseException] = []
+
+    def load() -> None:
+        try:
+            from . import vae
+
+            if config.device == "cuda":
+                try:
+                    vae.warm_up(config.device)
+                except Exception:  # noqa: BLE001 - warming up only saves time; training
+                    pass           # meets the same fault and reports it
+        except BaseException as err:  # noqa: BLE001 - raised again by the waiting thread
+            failure.append(err)
+
+    thread = threading.Thread(target=load, daemon=True, name="zerohop-ecg-import-torch")
+    thread.start()
+
+    def ready() -> ModuleType:
+        thread.join()
+        if failure and not isinstance(failure[0], ImportError):
+            raise failure[0]
+        return check_torch_device(require_torch(), config)
+
+    return ready
 
 
 def require_matplotlib() -> None:

@@ -56,10 +56,12 @@ def write_record(path, hours, seed=7):
     return len(mv), len(np.from_dlpack(peaks))
 
 
-def run_job(csv, device, out):
+def run_job(csv, device, out, show=False):
     cmd = [sys.executable, "-m", "zerohop.ecg", "--csv", csv, "--device", device, "--out", out]
     done = subprocess.run([sys.executable, "-c", WRAPPER, *cmd], capture_output=True, text=True)
     text = done.stdout + done.stderr
+    if show:
+        print(text, flush=True)
     tail = re.search(r"@@ rc=(-?\d+) wall=([\d.]+) peak_kb=(\d+)", text)
     if tail is None or tail.group(1) != "0":
         sys.exit(f"the job failed on {device}:\n{text[-3000:]}")
@@ -76,6 +78,7 @@ def main():
     parser.add_argument("--runs", type=int, default=2)
     parser.add_argument("--hours", type=float, default=24.0)
     parser.add_argument("--out")
+    parser.add_argument("--show-output", action="store_true", help="print each job's output")
     args = parser.parse_args()
     devices = args.device or ["cpu"]
     cores = os.cpu_count()
@@ -100,7 +103,8 @@ def main():
         ]
         verdicts = []
         for device in devices:
-            runs = [run_job(csv, device, os.path.join(scratch, f"out-{device}-{k}"))
+            runs = [run_job(csv, device, os.path.join(scratch, f"out-{device}-{k}"),
+                            args.show_output)
                     for k in range(args.runs)]
             for k, r in enumerate(runs, 1):
                 lines.append(f"| {device} | {k} | {r['wall']:.2f} | {r['read']:.2f} | "

@@ -107,37 +107,46 @@ def check_torch_device(torch: ModuleType, config: Config) -> ModuleType:
     return torch
 
 
-def import_torch_in_background(config: Config) -> Callable[[], ModuleType]:
-    """Imports torch and the model's module on a thread (3 s on a GPU machine's host, as
-    long as reading a day-long CSV file), then warms the GPU up (`vae.warm_up`) when the job
-    runs there. Returns the function that waits for it and gives torch, raising what
-    `require_job` would (a missing torch named with its install command)."""
-    import threading
+class TorchInBackground:
+    """Imports torch and the model's module on a thread (3 s on a GPU machine's host: as long
+    as reading a day-long CSV file and detecting its beats on the CPU), then warms the GPU up
+    (`vae.warm_up`) when the job runs there."""
 
-    failure: list[BaseException] = []
+    def __init__(self, config: Config) -> None:
+        import threading
 
-    def load() -> None:
+        self._config = config
+        self._imported = threading.Event()
+        self._failure: list[BaseException] = []
+        self._thread = threading.Thread(target=self._load, daemon=True,
+                                        name="zerohop-ecg-import-torch")
+        self._thread.start()
+
+    def _load(self) -> None:
         try:
             from . import vae
+        except BaseException as err:  # noqa: BLE001 - raised again by `ready`
+            self._failure.append(err)
+            return
+        finally:
+            self._imported.set()
+        if self._config.device == "cuda":
+            try:
+                vae.warm_up(self._config.device)
+            except Exception:  # noqa: BLE001 - warming up only saves time; training meets
+                pass           # the same fault and reports it
 
-            if config.device == "cuda":
-                try:
-                    vae.warm_up(config.device)
-                except Exception:  # noqa: BLE001 - warming up only saves time; training
-                    pass           # meets the same fault and reports it
-        except BaseException as err:  # noqa: BLE001 - raised again by the waiting thread
-            failure.append(err)
+    def ready(self) -> ModuleType:
+        """torch, once imported; raises what `require_job` would (a missing torch named with
+        its install command, a torch that sees no GPU)."""
+        self._imported.wait()
+        if self._failure and not isinstance(self._failure[0], ImportError):
+            raise self._failure[0]
+        return check_torch_device(require_torch(), self._config)
 
-    thread = threading.Thread(target=load, daemon=True, name="zerohop-ecg-import-torch")
-    thread.start()
-
-    def ready() -> ModuleType:
-        thread.join()
-        if failure and not isinstance(failure[0], ImportError):
-            raise failure[0]
-        return check_torch_device(require_torch(), config)
-
-    return ready
+    def warmed(self) -> None:
+        """Waits for the GPU's warm-up (nothing to wait for on the CPU)."""
+        self._thread.join()
 
 
 def require_matplotlib() -> None:

@@ -27,7 +27,7 @@ import numpy as np
 from benchlib import emit
 
 
-def consumer(conn, kind, write):
+def consumer(conn, kind, write, view="dlpack"):
     """Receives objects until None; answers with the first and last element it reads and the
     seconds it took to make its view and (with `write`) to write and synchronise."""
     import torch
@@ -42,7 +42,8 @@ def consumer(conn, kind, write):
             return
         begun = time.perf_counter()
         if kind == "zerohop-cuda":
-            x = torch.from_dlpack(obj)
+            # CUDA array interface (v3, with the stream) or DLPack: both standard views.
+            x = torch.as_tensor(obj, device="cuda") if view == "cai" else torch.from_dlpack(obj)
         elif kind == "torch-cuda":
             x = obj
         elif hasattr(obj, "__dlpack__"):
@@ -107,7 +108,7 @@ def producers(cuda):
             "torch.multiprocessing (CUDA)": ("torch-cuda", torch_cuda)}
 
 
-def measure(makers, sizes, repeat, write=False, warmup=20):
+def measure(makers, sizes, repeat, write=False, warmup=20, view="dlpack"):
     """µs per round trip (median of `repeat`, after `warmup` round trips before the first size
     and one more at each size) and the consumer's view and
     write shares, for every maker at every size. Each maker has a consumer of its own, and
@@ -119,7 +120,7 @@ def measure(makers, sizes, repeat, write=False, warmup=20):
     ends = {}
     for name, (kind, _) in makers.items():
         parent, child = ctx.Pipe()
-        process = ctx.Process(target=consumer, args=(child, kind, write))
+        process = ctx.Process(target=consumer, args=(child, kind, write, view))
         process.start()
         ends[name] = (parent, process)
     results = {name: {} for name in makers}
@@ -171,10 +172,14 @@ def main():
                         help="the consumer writes through a torch view and synchronises")
     parser.add_argument("--max-mib", type=int, default=1024)
     parser.add_argument("--repeat", type=int, default=21)
+    parser.add_argument("--cuda-view", choices=["dlpack", "cai"], default="dlpack",
+                        help="how the zerohop consumer makes its torch view: torch.from_dlpack "
+                             "or torch.as_tensor (CUDA array interface)")
     parser.add_argument("--out")
     args = parser.parse_args()
     sizes = [1 << 20 << k for k in range(0, 11) if (1 << k) <= args.max_mib]
-    measured = measure(producers(args.cuda), sizes, args.repeat, args.write)
+    measured = measure(producers(args.cuda), sizes, args.repeat, args.write,
+                       view=args.cuda_view)
     columns = {name: {size: m[size][0] for size in sizes} for name, m in measured.items()}
     names = list(columns)
     where = (f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, "

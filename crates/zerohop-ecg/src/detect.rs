@@ -532,22 +532,12 @@ mod tests {
             }
             acc
         };
-        for lanes in Lanes::supported() {
-            for base in [0, 21, 4096, 9000] {
-                let len = (slope.len() - base).min(4096);
-                let mut out = vec![0f32; len];
-                integrate_chunk(lanes, &slope, window, base, &mut out);
-                for (k, v) in out.iter().enumerate() {
-                    let want = one_at_a_time(base + k);
-                    assert_eq!(
-                        v.to_bits(),
-                        want.to_bits(),
-                        "{lanes:?}, sample {}",
-                        base + k
-                    );
-                }
-            }
-        }
+        crate::simd::assert_every_width_sums_in_order(
+            slope.len(),
+            &[0, 21, 4096, 9000],
+            |lanes, base, out| integrate_chunk(lanes, &slope, window, base, out),
+            one_at_a_time,
+        );
     }
 
     #[test]

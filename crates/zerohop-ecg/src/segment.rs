@@ -450,21 +450,11 @@ mod simd_tests {
             }
             acc
         };
-        for lanes in Lanes::supported() {
-            for base in [0, 37, 4096, 9000] {
-                let len = (signal.len() - base).min(4096);
-                let mut out = vec![0f32; len];
-                curvature_chunk(lanes, &signal, &reversed, base, &mut out);
-                for (k, v) in out.iter().enumerate() {
-                    let want = one_at_a_time(base + k);
-                    assert_eq!(
-                        v.to_bits(),
-                        want.to_bits(),
-                        "{lanes:?}, sample {}",
-                        base + k
-                    );
-                }
-            }
-        }
+        crate::simd::assert_every_width_sums_in_order(
+            signal.len(),
+            &[0, 37, 4096, 9000],
+            |lanes, base, out| curvature_chunk(lanes, &signal, &reversed, base, out),
+            one_at_a_time,
+        );
     }
 }

@@ -93,3 +93,24 @@ macro_rules! by_width {
 }
 
 pub(crate) use by_width;
+
+/// Checks that `chunk(lanes, base, out)` writes, at every width this CPU runs and at each
+/// base, the bits `one_at_a_time(sample)` gives: a kernel's blocks must not reorder a sum.
+#[cfg(test)]
+pub(crate) fn assert_every_width_sums_in_order(
+    len: usize,
+    bases: &[usize],
+    chunk: impl Fn(Lanes, usize, &mut [f32]),
+    one_at_a_time: impl Fn(usize) -> f32,
+) {
+    for lanes in Lanes::supported() {
+        for &base in bases {
+            let mut out = vec![0f32; (len - base).min(4096)];
+            chunk(lanes, base, &mut out);
+            for (k, v) in out.iter().enumerate() {
+                let want = one_at_a_time(base + k).to_bits();
+                assert_eq!(v.to_bits(), want, "{lanes:?}, sample {}", base + k);
+            }
+        }
+    }
+}

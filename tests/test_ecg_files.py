@@ -92,3 +92,13 @@ def test_compressed_and_wide_encodings_are_read_like_plain_text(tmp_path, capsys
 def test_a_broken_gzip_is_one_line_naming_the_format(tmp_path, capsys):
     code, said, _ = run(tmp_path, capsys, "broken.gz", gzip.compress(export().encode())[:200])
     assert code == 2 and "could not read it as gzip" in said, said
+
+
+def test_a_missing_file_is_file_not_found_from_every_reader(tmp_path):
+    # One mapping of the ECG crate's errors: the CSV reader used to raise a bare OSError here
+    # while the WFDB reader raised FileNotFoundError.
+    missing = tmp_path / "nowhere"
+    for read in (lambda: ecg.read_csv(missing.with_suffix(".csv")),
+                 lambda: ecg.read_wfdb(missing)):
+        with pytest.raises(FileNotFoundError, match="nowhere"):
+            read()

@@ -177,9 +177,15 @@ def test_c_allocator_symbols_serve_the_current_host_resource():
     assert top.stats()["current_bytes"] == 1 << 16
     free(p, 1 << 16, -1, None)
     assert top.stats()["current_bytes"] == 0
-    assert malloc(-5, -1, None) is None, "negative sizes are refused, not wrapped"
-    assert malloc(64, 3, None) is None, "no resource serves cuda:3 here"
+    # Refusals come back as NULL to C, and are raised on the calling Python thread (a
+    # SystemError from ctypes, caused by zerohop's error), as for a resource that refuses.
+    for size, device, reason in ((-5, -1, "-5 is negative"), (64, 3, "cuda:3")):
+        with pytest.raises(SystemError) as caught:
+            malloc(size, device, None)
+        assert isinstance(caught.value.__cause__, ValueError)
+        assert reason in str(caught.value.__cause__)
     free(None, 0, -1, None)  # freeing NULL is a no-op
+    free(p, -5, -1, None)  # a refused free is dropped: nothing raised, nothing freed
 
 
 def test_a_refusal_through_the_c_symbols_is_also_raised_in_python():

@@ -7,7 +7,8 @@ use std::ptr::NonNull;
 use std::sync::Arc;
 
 use zerohop::memory::{
-    current_resource, set_current_resource, PoolConfig, PoolResource, POOL_ALIGNMENT,
+    current_resource, framework_allocate, framework_deallocate, set_current_resource, PoolConfig,
+    PoolResource, POOL_ALIGNMENT,
 };
 use zerohop::memory::{StatsResource, SystemResource};
 use zerohop::{Device, MemoryResource, Stream};
@@ -109,15 +110,7 @@ pub unsafe extern "C" fn zh_resource_pool(
         out_param(out, "out")?;
         // SAFETY: per the contract.
         let upstream = unsafe { handle(upstream, "upstream") }?;
-        if maximum != 0 && maximum < initial {
-            return Err(Failure::invalid(format!(
-                "pool maximum ({maximum}) is smaller than initial ({initial})"
-            )));
-        }
-        let config = PoolConfig {
-            initial,
-            maximum: (maximum != 0).then_some(maximum),
-        };
+        let config = PoolConfig::checked(initial, (maximum != 0).then_some(maximum))?;
         give(
             out,
             plain(Arc::new(PoolResource::new(upstream.inner.clone(), config))),
@@ -313,11 +306,9 @@ pub unsafe extern "C" fn zh_cuda_malloc(
 ) -> *mut c_void {
     let mut out = std::ptr::null_mut();
     let status = guard(|| {
-        let size = usize::try_from(size)
-            .map_err(|_| Failure::invalid(format!("allocation size {size} is negative")))?;
-        let resource = framework_resource(device)?;
-        let ptr = resource.allocate(size, POOL_ALIGNMENT, Stream(stream as usize))?;
-        out = ptr.as_ptr().cast();
+        out = framework_allocate(size, device, Stream(stream as usize))?
+            .as_ptr()
+            .cast();
         Ok(())
     });
     if status == zh_status::ZH_OK {
@@ -341,21 +332,11 @@ pub unsafe extern "C" fn zh_cuda_free(
     stream: *mut c_void,
 ) {
     guard(|| {
-        let (Some(ptr), Ok(size)) = (NonNull::new(ptr.cast::<u8>()), usize::try_from(size)) else {
+        let Some(ptr) = NonNull::new(ptr.cast::<u8>()) else {
             return Ok(());
         };
-        let resource = framework_resource(device)?;
         // SAFETY: per this function's contract.
-        unsafe { resource.deallocate(ptr, size, POOL_ALIGNMENT, Stream(stream as usize)) };
+        unsafe { framework_deallocate(ptr, size, device, Stream(stream as usize)) }?;
         Ok(())
     });
-}
-
-fn framework_resource(device: i32) -> Outcome<Arc<dyn MemoryResource>> {
-    let place = Device::from_allocator_index(device);
-    current_resource(place).ok_or_else(|| {
-        Failure::invalid(format!(
-            "no resource is current for {place}: set one with zh_resource_set_current"
-        ))
-    })
 }

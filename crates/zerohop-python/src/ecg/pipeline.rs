@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use pyo3::exceptions::{PyOSError, PyValueError};
+use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use zerohop::DType;
@@ -10,19 +10,12 @@ use zerohop_ecg::csv::{read_csv as read, CsvOptions, EmptyField, NanPolicy};
 use zerohop_ecg::gpu::csv::CsvReport;
 use zerohop_ecg::segment::Params;
 use zerohop_ecg::synth::{generate, score as run_score, write_csv, SynthOptions};
-use zerohop_ecg::EcgError;
 use zerohop_ecg::{segment_with, DetectParams, Method};
 
 use crate::base::tensor::PyTensor;
 use crate::tables::table::PyTable;
 
-fn to_py(err: EcgError) -> PyErr {
-    match err {
-        EcgError::Io { .. } => PyOSError::new_err(err.to_string()),
-        EcgError::Zerohop(e) => crate::base::errors::to_py(e),
-        other => PyValueError::new_err(other.to_string()),
-    }
-}
+use super::to_py;
 
 fn parse_empty(empty: Option<&Bound<'_, PyAny>>) -> PyResult<EmptyField> {
     let Some(e) = empty else {

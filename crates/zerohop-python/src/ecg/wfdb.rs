@@ -1,29 +1,16 @@
 //! `zerohop._zerohop.ecg.read_wfdb` and `read_annotations`: PhysioNet WFDB records and
 //! MIT-format annotation files, through `zerohop_ecg::wfdb`.
 
-use std::io::ErrorKind;
 use std::path::PathBuf;
 
-use pyo3::exceptions::{PyFileNotFoundError, PyOSError, PyTypeError, PyValueError};
+use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyString};
 use zerohop_ecg::wfdb;
-use zerohop_ecg::EcgError;
 
 use crate::tables::table::PyTable;
 
-/// A missing file is FileNotFoundError (what `open` raises), other I/O errors OSError,
-/// everything else ValueError; the message is the crate's, naming the file and the field.
-fn to_py(err: EcgError) -> PyErr {
-    match err {
-        EcgError::Io { ref source, .. } if source.kind() == ErrorKind::NotFound => {
-            PyFileNotFoundError::new_err(err.to_string())
-        }
-        EcgError::Io { .. } => PyOSError::new_err(err.to_string()),
-        EcgError::Zerohop(e) => crate::base::errors::to_py(e),
-        other => PyValueError::new_err(other.to_string()),
-    }
-}
+use super::to_py;
 
 /// `leads`: None (all), one name, or a sequence of names and indices.
 fn lead_list(leads: Option<&Bound<'_, PyAny>>) -> PyResult<Vec<String>> {

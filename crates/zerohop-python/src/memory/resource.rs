@@ -425,15 +425,9 @@ fn pool(
     initial: usize,
     maximum: Option<usize>,
 ) -> PyResult<PyResource> {
-    if let Some(max) = maximum {
-        if max < initial {
-            return Err(PyValueError::new_err(format!(
-                "maximum ({max}) is smaller than initial ({initial})"
-            )));
-        }
-    }
+    let config = PoolConfig::checked(initial, maximum).py()?;
     wrap(upstream, |up| {
-        let p = Arc::new(PoolResource::new(up, PoolConfig { initial, maximum }));
+        let p = Arc::new(PoolResource::new(up, config));
         Ok((p.clone(), Kind::Pool(p)))
     })
 }
@@ -570,18 +564,14 @@ fn reset_current(device: &str) -> PyResult<()> {
 
 /// C allocator entry point with the signature torch's `CUDAPluggableAllocator` loads:
 /// `void* alloc(ssize_t size, int device, cudaStream_t stream)`. Device -1 means the host.
-/// Returns NULL when no resource serves `device` or the resource refuses.
+/// Returns NULL when no resource serves `device` or the resource refuses, the reason raised on
+/// the calling Python thread (`report_refusal`). The logic is the core's
+/// `framework_allocate`, which the C ABI's `zh_cuda_malloc` shares.
 #[no_mangle]
 pub extern "C" fn zerohop_malloc(size: isize, device: c_int, stream: *mut c_void) -> *mut c_void {
-    let Ok(size) = usize::try_from(size) else {
-        return std::ptr::null_mut();
-    };
-    let Some(resource) = current_resource(Device::from_allocator_index(device)) else {
-        return std::ptr::null_mut();
-    };
-    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        resource.allocate(size, POOL_ALIGNMENT, Stream(stream as usize))
-    }));
+    let outcome = std::panic::catch_unwind(|| {
+        zerohop::memory::framework_allocate(size, device, Stream(stream as usize))
+    });
     match outcome {
         Ok(Ok(ptr)) => ptr.as_ptr() as *mut c_void,
         Ok(Err(err)) => {
@@ -615,16 +605,14 @@ pub unsafe extern "C" fn zerohop_free(
     device: c_int,
     stream: *mut c_void,
 ) {
-    let (Some(ptr), Ok(size)) = (NonNull::new(ptr as *mut u8), usize::try_from(size)) else {
+    let Some(ptr) = NonNull::new(ptr as *mut u8) else {
         return;
     };
-    let Some(resource) = current_resource(Device::from_allocator_index(device)) else {
-        return;
-    };
-    let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+    // A refused free (a negative size, no resource) has nobody to tell: the block stays.
+    let _ = std::panic::catch_unwind(|| {
         // SAFETY: per this function's contract.
-        unsafe { resource.deallocate(ptr, size, POOL_ALIGNMENT, Stream(stream as usize)) }
-    }));
+        unsafe { zerohop::memory::framework_deallocate(ptr, size, device, Stream(stream as usize)) }
+    });
 }
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {

@@ -32,7 +32,10 @@ pub use pool::{
     block_size, PoolConfig, PoolResource, PoolUsage, CLASS_COUNT, CLASS_MAX, CLASS_SIZES,
     POOL_ALIGNMENT,
 };
-pub use registry::{current_resource, reset_current_resource, set_current_resource};
+pub use registry::{
+    current_resource, framework_allocate, framework_deallocate, reset_current_resource,
+    set_current_resource,
+};
 pub use shared::{
     attach, handle_for, machine_boot_id, mapped_segments, Attached, SharedHandle, SharedResource,
 };

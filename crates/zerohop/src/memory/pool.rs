@@ -75,6 +75,20 @@ pub struct PoolConfig {
     pub maximum: Option<usize>,
 }
 
+impl PoolConfig {
+    /// A pool that reserves `initial` bytes first and never more than `maximum` in all,
+    /// refused when the maximum is below the initial reservation.
+    pub fn checked(initial: usize, maximum: Option<usize>) -> Result<Self> {
+        match maximum {
+            Some(max) if max < initial => Err(Error::InvalidArgument {
+                what: "pool maximum".into(),
+                reason: format!("({max}) is smaller than initial ({initial})"),
+            }),
+            _ => Ok(PoolConfig { initial, maximum }),
+        }
+    }
+}
+
 /// What a pool holds right now.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct PoolUsage {

@@ -1,9 +1,11 @@
 //! The per-device "current resource": what zerohop allocates from unless told otherwise.
 
+use std::ptr::NonNull;
 use std::sync::{Arc, RwLock};
 
-use super::{default_host_resource, MemoryResource};
+use super::{default_host_resource, MemoryResource, Stream, POOL_ALIGNMENT};
 use crate::device::Device;
+use crate::error::{Error, Result};
 
 type Entry = (Device, Arc<dyn MemoryResource>);
 
@@ -50,11 +52,98 @@ pub fn reset_current_resource(device: Device) {
         .retain(|(d, _)| *d != key);
 }
 
+/// A framework's allocation hook, in the shape of torch's pluggable allocator (a signed size,
+/// an allocator device index where -1 is the host, a stream): `size` bytes from the current
+/// resource of that device. The C ABI's `zh_cuda_malloc` and the Python extension's
+/// `zerohop_malloc` are this function behind their own symbols.
+pub fn framework_allocate(size: isize, device: i32, stream: Stream) -> Result<NonNull<u8>> {
+    let bytes = usize::try_from(size).map_err(|_| Error::InvalidArgument {
+        what: "allocation size".into(),
+        reason: format!("{size} is negative"),
+    })?;
+    framework_resource(device)?.allocate(bytes, POOL_ALIGNMENT, stream)
+}
+
+/// Gives back a block of [`framework_allocate`]; a negative size is refused, nothing freed.
+///
+/// # Safety
+/// `ptr` must come from `framework_allocate(size, device, …)` while the same resource was
+/// current for `device`, and must not be used afterwards.
+pub unsafe fn framework_deallocate(
+    ptr: NonNull<u8>,
+    size: isize,
+    device: i32,
+    stream: Stream,
+) -> Result<()> {
+    let bytes = usize::try_from(size).map_err(|_| Error::InvalidArgument {
+        what: "allocation size".into(),
+        reason: format!("{size} is negative"),
+    })?;
+    let resource = framework_resource(device)?;
+    // SAFETY: per this function's contract.
+    unsafe { resource.deallocate(ptr, bytes, POOL_ALIGNMENT, stream) };
+    Ok(())
+}
+
+fn framework_resource(device: i32) -> Result<Arc<dyn MemoryResource>> {
+    let place = Device::from_allocator_index(device);
+    current_resource(place).ok_or_else(|| Error::InvalidArgument {
+        what: format!("allocation on {place}"),
+        reason: "no resource is current for it: set one (zh_resource_set_current in C, \
+                 zerohop.memory.set_current in Python)"
+            .into(),
+    })
+}
+
 /// Host memory is one address space: a "cpu" resource serves every host-kind device id.
 fn normalise(device: Device) -> Device {
     if device.kind == crate::device::DeviceKind::Cpu {
         Device::CPU
     } else {
         device
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::memory::PoolConfig;
+
+    #[test]
+    fn a_framework_allocates_from_the_current_host_resource_and_frees_there() {
+        let ptr = framework_allocate(1000, -1, Stream::HOST).unwrap();
+        assert_eq!(ptr.as_ptr() as usize % POOL_ALIGNMENT, 0);
+        // SAFETY: the block was allocated just above with these arguments.
+        unsafe { ptr.as_ptr().write_bytes(7, 1000) };
+        // SAFETY: as above, freed once.
+        unsafe { framework_deallocate(ptr, 1000, -1, Stream::HOST) }.unwrap();
+    }
+
+    #[test]
+    fn a_framework_gets_a_reason_for_a_negative_size_or_a_device_without_a_resource() {
+        let negative = framework_allocate(-1, -1, Stream::HOST)
+            .unwrap_err()
+            .to_string();
+        assert!(negative.contains("-1 is negative"), "{negative}");
+        // No test installs a resource for cuda:77.
+        let none = framework_allocate(64, 77, Stream::HOST)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            none.contains("cuda:77") && none.contains("set_current"),
+            "{none}"
+        );
+        let dangling = NonNull::<u8>::dangling();
+        // SAFETY: refused before any resource is touched.
+        let refused = unsafe { framework_deallocate(dangling, -8, -1, Stream::HOST) };
+        assert!(refused.is_err());
+    }
+
+    #[test]
+    fn a_pool_whose_maximum_is_below_its_first_reservation_is_refused() {
+        let err = PoolConfig::checked(1 << 20, Some(1 << 10)).unwrap_err();
+        assert!(err.to_string().contains("smaller than initial"), "{err}");
+        assert!(PoolConfig::checked(1 << 10, Some(1 << 20)).is_ok());
+        assert!(PoolConfig::checked(1 << 20, None).is_ok());
     }
 }

@@ -238,7 +238,8 @@ def test_the_report_says_how_the_steps_ran():
 FAULTS_PER_STEP = """
 import resource, sys, torch
 from zerohop.ecg.step import TrainingStep
-from zerohop.ecg.vae import LightVAE, keep_freed_memory, vae_loss
+from zerohop.ecg.malloc import keep_freed_memory
+from zerohop.ecg.vae import LightVAE, vae_loss
 applied = keep_freed_memory() if sys.argv[1] == "keep" else None
 torch.manual_seed(0)
 torch.set_num_threads(1)

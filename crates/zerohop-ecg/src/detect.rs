@@ -129,7 +129,7 @@ pub fn squared_slope(curv: &[f32], out: &mut [f32]) {
 }
 
 /// `energy[i] = Σ slope[i - w + 1 ..= i]` (samples before the start count as zero), every
-/// sum taken oldest first, 8 outputs at a time so the inner loop vectorises.
+/// sum taken oldest first, a block of outputs at a time so the inner loop vectorises.
 pub fn integrate(slope: &[f32], window: usize, out: &mut [f32]) {
     assert_eq!(out.len(), slope.len());
     let lanes = Lanes::widest();
@@ -308,8 +308,8 @@ fn window_top_flags(span: &[f32], window: usize) -> Vec<u8> {
 }
 
 /// `candidates` as the blog's gates compute it: a sliding maximum over every sample, the
-/// plateau fix, then the warm-up and zero-energy filter. For windows that end at the sample
-/// judged, and as the reference the faster search is tested against.
+/// plateau fix, then the warm-up and zero-energy filter: the reference `candidates` is tested
+/// against.
 pub fn candidates_by_sliding_maximum(energy: &[f32], params: &DetectParams) -> Vec<(usize, f32)> {
     if energy.len() < params.candidate_window {
         return Vec::new();

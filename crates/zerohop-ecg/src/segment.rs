@@ -127,7 +127,7 @@ pub(crate) unsafe fn fill<T: Element>(view: &TensorView) -> Result<&mut [T]> {
 }
 
 /// Circular convolution `out[i] = Σ_j kernel[j] · signal[(i - j) mod n]`, what the blog's
-/// FFT computes, done directly: 8 outputs at a time so the inner loop vectorises. Every output
+/// FFT computes, done directly: a block of outputs at a time so the inner loop vectorises. Every output
 /// sums the same products in the same order (oldest sample first, multiply then add, no
 /// fused multiply-add), so the CUDA kernel reproduces it bit for bit.
 pub fn curvature(signal: &[f32], kernel: &[f32], out: &mut [f32]) {

@@ -87,7 +87,7 @@ def require_job(config: Config) -> ModuleType:
 
 
 def require_rest_of_job(config: Config) -> None:
-    """`require_job` without importing torch (seconds, which `import_torch_in_background`
+    """`require_job` without importing torch (seconds, which `TorchInBackground`
     spends while the recording is read): matplotlib when drawing, a CUDA device when asked
     for one."""
     if config.plots:

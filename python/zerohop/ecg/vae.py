@@ -16,7 +16,6 @@ import torch
 from torch import nn
 import torch.nn.functional as F
 
-from .malloc import keep_freed_memory  # noqa: F401 - where callers found it first
 from .step import Reduce, TrainingStep
 
 if TYPE_CHECKING:

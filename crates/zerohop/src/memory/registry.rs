@@ -57,11 +57,7 @@ pub fn reset_current_resource(device: Device) {
 /// resource of that device. The C ABI's `zh_cuda_malloc` and the Python extension's
 /// `zerohop_malloc` are this function behind their own symbols.
 pub fn framework_allocate(size: isize, device: i32, stream: Stream) -> Result<NonNull<u8>> {
-    let bytes = usize::try_from(size).map_err(|_| Error::InvalidArgument {
-        what: "allocation size".into(),
-        reason: format!("{size} is negative"),
-    })?;
-    framework_resource(device)?.allocate(bytes, POOL_ALIGNMENT, stream)
+    framework_resource(device)?.allocate(framework_size(size)?, POOL_ALIGNMENT, stream)
 }
 
 /// Gives back a block of [`framework_allocate`]; a negative size is refused, nothing freed.
@@ -75,14 +71,19 @@ pub unsafe fn framework_deallocate(
     device: i32,
     stream: Stream,
 ) -> Result<()> {
-    let bytes = usize::try_from(size).map_err(|_| Error::InvalidArgument {
-        what: "allocation size".into(),
-        reason: format!("{size} is negative"),
-    })?;
+    let bytes = framework_size(size)?;
     let resource = framework_resource(device)?;
     // SAFETY: per this function's contract.
     unsafe { resource.deallocate(ptr, bytes, POOL_ALIGNMENT, stream) };
     Ok(())
+}
+
+/// Frameworks pass sizes signed (`ssize_t`): a negative one is refused, never wrapped.
+fn framework_size(size: isize) -> Result<usize> {
+    usize::try_from(size).map_err(|_| Error::InvalidArgument {
+        what: "allocation size".into(),
+        reason: format!("{size} is negative"),
+    })
 }
 
 fn framework_resource(device: i32) -> Result<Arc<dyn MemoryResource>> {

@@ -22,35 +22,39 @@ pytestmark = pytest.mark.skipif(
 CONSUMER = textwrap.dedent("""
     import pickle, sys, torch, zerohop
     z = pickle.loads(open(sys.argv[1], "rb").read())
-    x = torch.from_dlpack(z)                  # torch's stream waits for the import's
+    if sys.argv[2] == "cai":                  # the CUDA array interface (docs/processes.md)
+        x = torch.as_tensor(z, device="cuda")
+    else:                                     # torch's stream waits for the import's
+        x = torch.from_dlpack(z)
     print(z.device, int(x.sum().item()), x.data_ptr() == z.data_ptr)
     x[0] = -1                                 # the producer sees this
     torch.cuda.synchronize()
 """)
 
 
-def consume(tmp_path, data):
+def consume(tmp_path, data, view="dlpack"):
     path = tmp_path / "tensor.pickle"
     path.write_bytes(data)
-    out = subprocess.run([sys.executable, "-c", CONSUMER, str(path)], capture_output=True,
-                         text=True, timeout=120)
+    out = subprocess.run([sys.executable, "-c", CONSUMER, str(path), view],
+                         capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     return out.stdout.split()
 
 
-@pytest.mark.parametrize("protocol", [2, 5])
-def test_another_process_maps_the_same_device_memory(tmp_path, protocol):
+@pytest.mark.parametrize("protocol,view", [(2, "dlpack"), (5, "dlpack"), (5, "cai")])
+def test_another_process_maps_the_same_device_memory(tmp_path, protocol, view):
     n = 1 << 20
     t = torch.arange(n, dtype=torch.int64, device="cuda")
     z = zerohop.from_dlpack(t)
     data = pickle.dumps(z, protocol=protocol)
     assert len(data) < 2048, "the pickle holds a handle, not the 8 MiB of data"
-    device, total, same = consume(tmp_path, data)
+    device, total, same = consume(tmp_path, data, view)
     assert device == "cuda:0" and int(total) == n * (n - 1) // 2 and same == "True"
     assert t[0].item() == -1, "the consumer's write is in the producer's memory"
 
 
-def test_the_consumer_waits_for_the_producers_stream(tmp_path):
+@pytest.mark.parametrize("view", ["dlpack", "cai"])
+def test_the_consumer_waits_for_the_producers_stream(tmp_path, view):
     n = 1 << 22
     t = torch.zeros(n, dtype=torch.int64, device="cuda")
     producer = torch.cuda.Stream()
@@ -59,7 +63,7 @@ def test_the_consumer_waits_for_the_producers_stream(tmp_path):
         t.fill_(3)
     z = zerohop.from_dlpack(t)
     z.set_stream(producer.cuda_stream)        # the data is produced on `producer`
-    device, total, _ = consume(tmp_path, pickle.dumps(z, protocol=5))
+    device, total, _ = consume(tmp_path, pickle.dumps(z, protocol=5), view)
     assert int(total) == 3 * n, "the consumer read before the producer's stream was done"
 
 

@@ -316,6 +316,19 @@ def test_tampered_tensor_state_is_refused(change, error, match):
         rebuild(fmt, state, data)
 
 
+def test_states_nested_without_end_or_out_of_range_are_type_errors_not_crashes():
+    # pickle builds a million nested lists without recursing; reading the state must not
+    # recurse either (the core opens containers to a fixed depth).
+    rebuild, fmt, state, data = rebuild_args(zerohop.from_dlpack(np.arange(4.0)))
+    deep = []
+    for _ in range(1_000_000):
+        deep = [deep]
+    for shape, says in [(deep, '"shape" must be'), ((2 ** 200,), '"shape" must be'),
+                        (("\ud800",), "not valid UTF-8")]:
+        with pytest.raises(TypeError, match=says):
+            rebuild(fmt, dict(state, shape=shape), data)
+
+
 def test_wrong_types_and_versions_are_refused():
     rebuild, fmt, state, data = rebuild_args(zerohop.from_dlpack(np.arange(4.0)))
     with pytest.raises(ValueError, match="format"):

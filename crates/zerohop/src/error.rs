@@ -58,6 +58,10 @@ pub enum Error {
     /// data: truncated, tampered with, or written by another version.
     #[error("{0}")]
     Wire(String),
+    /// A value of the wrong type where a state names what it needs (a pickled field), or an
+    /// object that cannot take the path asked of it (pickling device memory).
+    #[error("{0}")]
+    WrongType(String),
     /// A table has no column of this name (`columns`: the names it has, comma-separated).
     #[error("invalid column: no column named {name:?} (columns: {columns})")]
     NoSuchColumn { name: String, columns: String },

@@ -61,7 +61,7 @@ pub fn to_py(err: Error) -> PyErr {
         Error::NoSuchColumn { .. } => no_such_column(message),
         Error::OutOfMemory { .. } => PyMemoryError::new_err(message),
         Error::System { errno, .. } => PyOSError::new_err((errno, message)),
-        Error::DTypeMismatch { .. } => PyTypeError::new_err(message),
+        Error::DTypeMismatch { .. } | Error::WrongType(_) => PyTypeError::new_err(message),
         Error::UnsupportedDType { .. }
         | Error::UnsupportedDevice { .. }
         | Error::InvalidTensor(_)

@@ -2,4 +2,3 @@
 //! CUDA IPC handles.
 
 pub mod pickle;
-pub mod pickle_cuda;

@@ -6,16 +6,27 @@
 //! tests, Miri and the `wire_state` fuzz target reach them.
 
 #[cfg(feature = "cuda")]
+mod cuda_ipc;
+mod pickle;
+#[cfg(test)]
+mod pickle_tests;
+#[cfg(feature = "cuda")]
 mod staging;
 mod table;
 mod tensor;
 #[cfg(test)]
 mod tests;
+mod value;
 
+pub use pickle::{
+    across_machines, reduce_table, reduce_tensor, set_across_machines, Incoming, Outgoing, Rebuilt,
+    Reduced, SoaWire, TableWire, TensorWire,
+};
 #[cfg(feature = "cuda")]
 pub use staging::{host_copy, receiving_device};
 pub use table::{schema_from_wire, schema_to_wire, TableState, WireColumn};
 pub use tensor::TensorState;
+pub use value::{DictBuilder, Fields, Value, MAX_DEPTH};
 
 use crate::buffer::Buffer;
 use crate::dtype::DType;

@@ -144,7 +144,7 @@ fn another_format_is_refused() {
     assert!(check_format(None, "'one'").is_err());
 }
 
-fn schema() -> Schema {
+pub(super) fn schema() -> Schema {
     Schema::builder()
         .column("x", DType::F64)
         .vector("v", DType::F32, 3)

@@ -13,7 +13,7 @@ use zerohop::{Device, TensorView};
 use crate::base::args::named_items;
 use crate::base::errors::{warn_copy, IntoPyResult};
 use crate::base::tensor::PyTensor;
-use crate::tables::storage::{kind_name, ArrowFace, Storage};
+use crate::tables::storage::{self, kind_name, Storage};
 use crate::tables::table::{
     parse_schema, parse_spec, resource_for, schema_items, to_framework, PyTable,
 };
@@ -21,11 +21,11 @@ use crate::tables::table::{
 /// One table per chunk of an Arrow import, each over its own chunk's buffers.
 fn chunk_tables<'py>(
     py: Python<'py>,
-    imported: crate::protocols::arrow::Imported,
+    imported: zerohop::arrow::Imported,
 ) -> PyResult<Bound<'py, PyAny>> {
     let out = PyList::empty(py);
     match imported {
-        crate::protocols::arrow::Imported::Host {
+        zerohop::arrow::Imported::Host {
             batches,
             schema,
             realigned,
@@ -48,9 +48,9 @@ fn chunk_tables<'py>(
                 out.append(PyTable::with_storage(Storage::Arrow(batch)))?;
             }
         }
-        device @ crate::protocols::arrow::Imported::Device(_) => {
-            let from = crate::tables::storage::storage_from_import(py, device, false)?;
-            out.append(PyTable::with_storage(from.storage))?;
+        device @ zerohop::arrow::Imported::Device(_) => {
+            let from = Storage::from_import(device, false).py()?;
+            out.append(PyTable::with_storage(from.table))?;
         }
     }
     Ok(out.into_any())
@@ -400,11 +400,11 @@ impl PyTable {
         if chunks {
             return chunk_tables(py, imported);
         }
-        let crate::tables::storage::FromImport {
-            storage,
+        let zerohop::soa::FromImport {
+            table: storage,
             copied,
             chunks,
-        } = crate::tables::storage::storage_from_import(py, imported, copy)?;
+        } = Storage::from_import(imported, copy).py()?;
         if !copied.is_empty() {
             warn_copy(
                 py,
@@ -429,16 +429,16 @@ impl PyTable {
     /// columns. Nothing is copied.
     #[staticmethod]
     fn from_tensors(py: Python<'_>, columns: &Bound<'_, PyAny>) -> PyResult<PyTable> {
-        Ok(PyTable::with_storage(
-            crate::tables::storage::storage_from_tensors(py, columns)?,
-        ))
+        Ok(PyTable::with_storage(storage::storage_from_tensors(
+            py, columns,
+        )?))
     }
 
     /// This table on the Arrow side. SoA plain columns are shared; vector and matrix
     /// columns must be transposed into FixedSizeLists, which needs `copy=True` (reported).
     #[pyo3(signature = (*, copy=false))]
     fn to_arrow(&self, py: Python<'_>, copy: bool) -> PyResult<PyTable> {
-        let (batch, copied) = self.storage.record_batch(copy)?;
+        let (batch, copied) = self.storage.record_batch(copy).py()?;
         if !copied.is_empty() {
             warn_copy(
                 py,
@@ -519,7 +519,7 @@ impl PyTable {
     }
 
     fn __arrow_c_schema__<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        self.storage.schema_capsule(py)
+        storage::table_schema_capsule(py, &self.storage)
     }
 
     #[pyo3(signature = (requested_schema=None))]
@@ -528,7 +528,7 @@ impl PyTable {
         py: Python<'py>,
         requested_schema: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<Bound<'py, PyTuple>> {
-        self.storage.array_capsules(py, requested_schema)
+        storage::table_array_capsules(py, &self.storage, requested_schema)
     }
 
     #[pyo3(signature = (requested_schema=None))]
@@ -537,8 +537,7 @@ impl PyTable {
         py: Python<'py>,
         requested_schema: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        self.storage
-            .stream_capsule(py, requested_schema, Some(&self.chunks))
+        storage::table_stream_capsule(py, &self.storage, requested_schema, &self.chunks)
     }
 
     #[pyo3(signature = (requested_schema=None, **kwargs))]
@@ -549,7 +548,7 @@ impl PyTable {
         kwargs: Option<&Bound<'py, PyDict>>,
     ) -> PyResult<Bound<'py, PyTuple>> {
         crate::protocols::arrow::refuse_unknown_kwargs(kwargs)?;
-        self.storage.device_array_capsules(py, requested_schema)
+        storage::table_device_array_capsules(py, &self.storage, requested_schema)
     }
 
     #[pyo3(signature = (requested_schema=None, **kwargs))]
@@ -560,7 +559,7 @@ impl PyTable {
         kwargs: Option<&Bound<'py, PyDict>>,
     ) -> PyResult<Bound<'py, PyAny>> {
         crate::protocols::arrow::refuse_unknown_kwargs(kwargs)?;
-        self.storage.device_stream_capsule(py, requested_schema)
+        storage::table_device_stream_capsule(py, &self.storage, requested_schema)
     }
 }
 

@@ -7,7 +7,6 @@
 
 use std::ffi::{c_void, CStr};
 use std::ptr::NonNull;
-use std::sync::Arc;
 
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::ffi;
@@ -19,10 +18,9 @@ use zerohop::arrow::arrow_array::ffi_stream::FFI_ArrowArrayStream;
 use zerohop::arrow::arrow_array::{Array, ArrayRef, RecordBatch, RecordBatchIterator, StructArray};
 use zerohop::arrow::arrow_schema::{DataType, Field, Schema};
 use zerohop::arrow::{
-    import_device, import_host_batch, read_device_stream, schema_data_type, DeviceImport,
-    FFI_ArrowDeviceArray, FFI_ArrowDeviceArrayStream,
+    import_device_array, import_device_stream, import_host_array, read_host_stream,
+    schema_data_type, FFI_ArrowDeviceArray, FFI_ArrowDeviceArrayStream, Imported,
 };
-use zerohop::DeviceKind;
 
 use crate::base::errors::IntoPyResult;
 
@@ -87,8 +85,8 @@ fn capsule_pointer<T>(capsule: &Bound<'_, PyAny>, name: &CStr) -> PyResult<*mut 
     Ok(ptr.cast())
 }
 
-/// The schema a capsule describes, as a data type and, for structs, a schema with metadata.
-fn read_schema(capsule: &Bound<'_, PyAny>) -> PyResult<(DataType, Option<Schema>, String)> {
+/// The data type a schema capsule describes.
+fn read_schema(capsule: &Bound<'_, PyAny>) -> PyResult<DataType> {
     let ptr = capsule_pointer::<FFI_ArrowSchema>(capsule, SCHEMA)?;
     // SAFETY: a live schema owned by the capsule, read (not moved) while the capsule lives.
     let schema = unsafe { &*ptr };
@@ -97,8 +95,7 @@ fn read_schema(capsule: &Bound<'_, PyAny>) -> PyResult<(DataType, Option<Schema>
             "the arrow_schema capsule was already consumed",
         ));
     }
-    let (data_type, full) = schema_data_type(schema).py()?;
-    Ok((data_type, full, schema.name().unwrap_or("").to_string()))
+    Ok(schema_data_type(schema).py()?.0)
 }
 
 /// The type a consumer's `requested_schema` asks for (None: no request).
@@ -106,62 +103,7 @@ pub fn requested_type(requested: Option<&Bound<'_, PyAny>>) -> PyResult<Option<D
     let Some(requested) = requested.filter(|r| !r.is_none()) else {
         return Ok(None);
     };
-    Ok(Some(read_schema(requested)?.0))
-}
-
-/// `requested_schema` is best effort (the Arrow PyCapsule interface): host data is cast to the
-/// requested type where arrow-rs does it without loss (int64 → int32 when every value fits,
-/// string ↔ large string, dictionary encodings, …), which is a copy and reported as one;
-/// anything else is handed over as it is, and the consumer sees the data's own schema.
-pub fn cast_to_requested(
-    py: Python<'_>,
-    requested: Option<&Bound<'_, PyAny>>,
-    array: ArrayRef,
-) -> PyResult<ArrayRef> {
-    let Some(wanted) = requested_type(requested)? else {
-        return Ok(array);
-    };
-    if &wanted == array.data_type() || !arrow_cast::can_cast_types(array.data_type(), &wanted) {
-        return Ok(array);
-    }
-    // safe: false makes a value that does not fit an error (safe: true would null it).
-    let options = arrow_cast::CastOptions {
-        safe: false,
-        ..Default::default()
-    };
-    match arrow_cast::cast_with_options(&array, &wanted, &options) {
-        Ok(cast) => {
-            crate::base::errors::warn_copy(
-                py,
-                &format!(
-                    "Arrow data cast from {} to the requested {wanted} (a copy)",
-                    array.data_type()
-                ),
-            )?;
-            Ok(cast)
-        }
-        Err(_) => Ok(array),
-    }
-}
-
-/// [`cast_to_requested`] for a record batch, as the struct array it is exported as.
-pub fn cast_batch_to_requested(
-    py: Python<'_>,
-    requested: Option<&Bound<'_, PyAny>>,
-    batch: RecordBatch,
-) -> PyResult<RecordBatch> {
-    if requested_type(requested)?.is_none() {
-        return Ok(batch);
-    }
-    let whole: ArrayRef = Arc::new(StructArray::from(batch.clone()));
-    let cast = cast_to_requested(py, requested, whole.clone())?;
-    if Arc::ptr_eq(&cast, &whole) {
-        return Ok(batch);
-    }
-    let Some(fields) = cast.as_any().downcast_ref::<StructArray>() else {
-        return Ok(batch);
-    };
-    Ok(RecordBatch::from(fields.clone()))
+    Ok(Some(read_schema(requested)?))
 }
 
 /// Capsules for a record batch, as one struct array.
@@ -221,57 +163,6 @@ pub fn stream_capsule<'py>(
     boxed_capsule(py, FFI_ArrowArrayStream::new(Box::new(reader)), STREAM)
 }
 
-/// A host array on the device interface (device CPU, no event), for consumers that ask for
-/// device capsules of host data.
-pub fn host_device_capsules<'py>(
-    py: Python<'py>,
-    schema: Bound<'py, PyAny>,
-    array: FFI_ArrowArray,
-) -> PyResult<Bound<'py, PyTuple>> {
-    let device_array = FFI_ArrowDeviceArray {
-        array,
-        device_id: -1,
-        device_type: DeviceKind::Cpu as i32,
-        sync_event: std::ptr::null_mut(),
-        reserved: [0; 3],
-    };
-    PyTuple::new(
-        py,
-        [
-            schema,
-            boxed_capsule(py, device_array, DEVICE_ARRAY)?.into_any(),
-        ],
-    )
-}
-
-/// What an import produced: host batches, or device columns.
-pub enum Imported {
-    /// Host record batches, and the columns arrow-rs had to copy because the producer's
-    /// buffers were under-aligned (empty when everything is shared).
-    Host {
-        batches: Vec<RecordBatch>,
-        schema: Arc<Schema>,
-        realigned: Vec<String>,
-    },
-    Device(DeviceImport),
-}
-
-/// Moves a host array out of the C interface into a record batch (checked and validated in
-/// `zerohop::arrow::import_host_batch`), noting the columns arrow-rs had to realign.
-fn host_batch(
-    array: FFI_ArrowArray,
-    data_type: DataType,
-    full_schema: Option<&Schema>,
-    name: &str,
-    realigned: &mut Vec<String>,
-) -> PyResult<RecordBatch> {
-    // SAFETY: `array` came out of a producer's capsule or stream, which vouches for its
-    // buffers under the C data interface; structure and contents are checked inside.
-    let import = unsafe { import_host_batch(array, &data_type, full_schema, name) }.py()?;
-    realigned.extend(import.realigned);
-    Ok(import.batch)
-}
-
 fn describe(obj: &Bound<'_, PyAny>) -> String {
     obj.get_type()
         .name()
@@ -282,161 +173,50 @@ fn describe(obj: &Bound<'_, PyAny>) -> String {
 /// Imports from whatever Arrow protocol `obj` speaks: a stream (tables, data frames), an
 /// array (record batches, arrays), or the device versions of both.
 pub fn import(py: Python<'_>, obj: &Bound<'_, PyAny>) -> PyResult<Imported> {
-    let mut realigned = Vec::new();
     if obj.hasattr(intern!(py, "__arrow_c_stream__"))? {
         let capsule = obj.call_method0(intern!(py, "__arrow_c_stream__"))?;
         let ptr = capsule_pointer::<FFI_ArrowArrayStream>(&capsule, STREAM)?;
         // SAFETY: a live stream owned by the capsule; moving it out leaves the capsule's copy
         // released, as the protocol requires.
         let mut stream = unsafe { FFI_ArrowArrayStream::from_raw(ptr) };
-        return read_host_stream(&mut stream, &mut realigned).map(|(batches, schema)| {
-            Imported::Host {
-                batches,
-                schema,
-                realigned,
-            }
-        });
+        return read_host_stream(&mut stream).py();
     }
-    if obj.hasattr(intern!(py, "__arrow_c_array__"))? {
-        let pair = obj.call_method0(intern!(py, "__arrow_c_array__"))?;
-        let (schema_capsule, array_capsule): (Bound<'_, PyAny>, Bound<'_, PyAny>) =
-            pair.extract()?;
-        let (data_type, full, name) = read_schema(&schema_capsule)?;
-        let ptr = capsule_pointer::<FFI_ArrowArray>(&array_capsule, ARRAY)?;
-        // SAFETY: a live array owned by the capsule, moved out (the capsule's copy is left
-        // released).
-        let array = unsafe { FFI_ArrowArray::from_raw(ptr) };
-        let batch = host_batch(array, data_type, full.as_ref(), &name, &mut realigned)?;
-        let schema = batch.schema();
-        return Ok(Imported::Host {
-            batches: vec![batch],
-            schema,
-            realigned,
-        });
-    }
-    if obj.hasattr(intern!(py, "__arrow_c_device_array__"))? {
-        let pair = obj.call_method0(intern!(py, "__arrow_c_device_array__"))?;
-        let (schema_capsule, array_capsule): (Bound<'_, PyAny>, Bound<'_, PyAny>) =
-            pair.extract()?;
-        let (data_type, full, name) = read_schema(&schema_capsule)?;
-        let ptr = capsule_pointer::<FFI_ArrowDeviceArray>(&array_capsule, DEVICE_ARRAY)?;
+    let device = !obj.hasattr(intern!(py, "__arrow_c_array__"))?;
+    if !device || obj.hasattr(intern!(py, "__arrow_c_device_array__"))? {
+        let method = if device {
+            intern!(py, "__arrow_c_device_array__")
+        } else {
+            intern!(py, "__arrow_c_array__")
+        };
+        let (schema, array): (Bound<'_, PyAny>, Bound<'_, PyAny>) =
+            obj.call_method0(method)?.extract()?;
+        let schema_ptr = capsule_pointer::<FFI_ArrowSchema>(&schema, SCHEMA)?;
+        // SAFETY: a live schema owned by the capsule, read (not moved) while it lives.
+        let schema_ref = unsafe { &*schema_ptr };
+        if !device {
+            let ptr = capsule_pointer::<FFI_ArrowArray>(&array, ARRAY)?;
+            // SAFETY: a live array owned by the capsule, moved out (the capsule's copy is
+            // left released); the producer vouches for its buffers.
+            return unsafe { import_host_array(FFI_ArrowArray::from_raw(ptr), schema_ref) }.py();
+        }
+        let ptr = capsule_pointer::<FFI_ArrowDeviceArray>(&array, DEVICE_ARRAY)?;
         // SAFETY: a live device array owned by the capsule, moved out; the capsule keeps an
         // empty (released) struct.
-        let device_array = unsafe { std::ptr::replace(ptr, FFI_ArrowDeviceArray::empty()) };
-        return device_or_host(device_array, data_type, full, &name, &schema_capsule);
+        let array = unsafe { std::ptr::replace(ptr, FFI_ArrowDeviceArray::empty()) };
+        return import_device_array(array, schema_ref).py();
     }
     if obj.hasattr(intern!(py, "__arrow_c_device_stream__"))? {
         let capsule = obj.call_method0(intern!(py, "__arrow_c_device_stream__"))?;
         let ptr = capsule_pointer::<FFI_ArrowDeviceArrayStream>(&capsule, DEVICE_STREAM)?;
         // SAFETY: as for device arrays.
         let stream = unsafe { std::ptr::replace(ptr, FFI_ArrowDeviceArrayStream::empty()) };
-        let (schema, mut arrays) = read_device_stream(stream).py()?;
-        if arrays.len() != 1 {
-            return Err(PyValueError::new_err(format!(
-                "the device stream of {} holds {} batches; zerohop imports device streams of \
-                 exactly one batch",
-                describe(obj),
-                arrays.len()
-            )));
-        }
-        let (data_type, full) = schema_data_type(&schema).py()?;
-        let schema_capsule = boxed_capsule(py, schema, SCHEMA)?.into_any();
-        return device_or_host(arrays.remove(0), data_type, full, "", &schema_capsule);
+        return import_device_stream(stream, &describe(obj)).py();
     }
     Err(PyTypeError::new_err(format!(
         "{} does not speak the Arrow PyCapsule interface (no __arrow_c_stream__, \
          __arrow_c_array__ or device variants)",
         describe(obj)
     )))
-}
-
-fn device_or_host(
-    device_array: FFI_ArrowDeviceArray,
-    data_type: DataType,
-    full: Option<Schema>,
-    name: &str,
-    schema_capsule: &Bound<'_, PyAny>,
-) -> PyResult<Imported> {
-    if device_array.device_type == DeviceKind::Cpu as i32 {
-        let mut realigned = Vec::new();
-        let FFI_ArrowDeviceArray { array, .. } = device_array;
-        let batch = host_batch(array, data_type, full.as_ref(), name, &mut realigned)?;
-        let schema = batch.schema();
-        return Ok(Imported::Host {
-            batches: vec![batch],
-            schema,
-            realigned,
-        });
-    }
-    let ptr = capsule_pointer::<FFI_ArrowSchema>(schema_capsule, SCHEMA)?;
-    // SAFETY: the schema capsule is alive for this call.
-    let imported = import_device(device_array, unsafe { &*ptr }).py()?;
-    Ok(Imported::Device(imported))
-}
-
-/// Reads every batch of a host stream, checking each array before arrow-rs sees it.
-fn read_host_stream(
-    stream: &mut FFI_ArrowArrayStream,
-    realigned: &mut Vec<String>,
-) -> PyResult<(Vec<RecordBatch>, Arc<Schema>)> {
-    let (Some(get_schema), Some(get_next), Some(_)) =
-        (stream.get_schema(), stream.get_next(), stream.release())
-    else {
-        return Err(PyValueError::new_err(
-            "the arrow_array_stream capsule was already consumed",
-        ));
-    };
-    let mut ffi_schema = FFI_ArrowSchema::empty();
-    // SAFETY: the producer's callback on its live stream with an empty out struct.
-    let code = unsafe { get_schema(stream, &mut ffi_schema) };
-    if code != 0 {
-        return Err(stream_error(stream, "schema", code));
-    }
-    let (data_type, full) = schema_data_type(&ffi_schema).py()?;
-    let name = ffi_schema.name().unwrap_or("").to_string();
-    let mut batches = Vec::new();
-    loop {
-        let mut array = FFI_ArrowArray::empty();
-        // SAFETY: as above.
-        let code = unsafe { get_next(stream, &mut array) };
-        if code != 0 {
-            return Err(stream_error(stream, "batch", code));
-        }
-        if array.is_released() {
-            break;
-        }
-        batches.push(host_batch(
-            array,
-            data_type.clone(),
-            full.as_ref(),
-            &name,
-            realigned,
-        )?);
-    }
-    let schema = match (batches.first(), full) {
-        (Some(b), _) => b.schema(),
-        (None, Some(s)) if matches!(data_type, DataType::Struct(_)) => Arc::new(s),
-        (None, _) => Arc::new(Schema::new(vec![Field::new(
-            if name.is_empty() { "values" } else { &name },
-            data_type,
-            true,
-        )])),
-    };
-    Ok((batches, schema))
-}
-
-fn stream_error(stream: &mut FFI_ArrowArrayStream, what: &str, code: i32) -> PyErr {
-    let message = stream
-        .get_last_error()
-        // SAFETY: the producer's callback on its live stream.
-        .map(|f| unsafe { f(stream) })
-        .filter(|p| !p.is_null())
-        // SAFETY: a NUL-terminated string owned by the producer until its next call.
-        .map(|p| unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    PyValueError::new_err(format!(
-        "Arrow stream {what}: the producer returned error {code}: {message}"
-    ))
 }
 
 /// The device dunders take `**kwargs`, but only keywords whose default is None: any other

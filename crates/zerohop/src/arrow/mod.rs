@@ -11,6 +11,7 @@ mod device;
 mod device_stream;
 mod ffi_check;
 mod import;
+mod imported;
 #[cfg(test)]
 mod tests;
 mod types;
@@ -20,6 +21,9 @@ pub use device::{export_device, import_device, DeviceImport, FFI_ArrowDeviceArra
 pub use device_stream::{read_device_stream, FFI_ArrowDeviceArrayStream};
 pub use ffi_check::{check_array, schema_data_type};
 pub use import::{import_host_batch, HostImport};
+pub use imported::{
+    import_device_array, import_device_stream, import_host_array, read_host_stream, Imported,
+};
 pub use types::{arrow_type_of, dtype_of_arrow};
 
 /// The arrow-rs crates this module speaks, for callers that build arrays themselves.

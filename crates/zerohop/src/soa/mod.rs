@@ -5,6 +5,10 @@ mod any_table;
 mod any_table_tests;
 #[cfg(feature = "arrow")]
 mod arrow;
+#[cfg(feature = "arrow")]
+mod arrow_faces;
+#[cfg(all(test, feature = "arrow"))]
+mod arrow_faces_tests;
 #[cfg(all(test, feature = "arrow"))]
 mod arrow_tests;
 mod columns;
@@ -23,6 +27,11 @@ mod tests;
 pub use any_table::{ColumnOptions, Table};
 #[cfg(feature = "arrow")]
 pub use arrow::{tensor_dtype_of, ArrowExport};
+#[cfg(feature = "arrow")]
+pub use arrow_faces::{
+    cast_batch_to_requested, cast_to_requested, host_device_array, tensor_device_array,
+    tensor_field, tensor_host_array, FromImport,
+};
 pub use columns::ColumnTable;
 pub use layout::{ColumnLayout, Layout, SOA_DEFAULT_ALIGNMENT};
 pub use schema::{ColumnKind, ColumnSpec, ComponentOrder, Schema, SchemaBuilder};

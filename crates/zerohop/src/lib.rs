@@ -19,6 +19,7 @@ pub mod soa;
 pub mod tch_tensors;
 pub mod tensor;
 mod tensor_dims;
+pub mod value;
 pub mod wire;
 
 pub use buffer::{Buffer, Owner};

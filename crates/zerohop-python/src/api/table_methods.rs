@@ -4,19 +4,14 @@
 use pyo3::exceptions::{PyBufferError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyTuple};
-use zerohop::soa::{
-    ColumnKind, ColumnOptions, ColumnSpec, ComponentOrder, MapOptions, Schema, SoaTable, TensorMap,
-    SOA_DEFAULT_ALIGNMENT,
-};
-use zerohop::{Device, TensorView};
+use zerohop::soa::{ColumnOptions, MapOptions, SoaTable, SOA_DEFAULT_ALIGNMENT};
+use zerohop::TensorView;
 
 use crate::base::args::named_items;
 use crate::base::errors::{warn_copy, IntoPyResult};
 use crate::base::tensor::PyTensor;
 use crate::tables::storage::{self, kind_name, Storage};
-use crate::tables::table::{
-    parse_schema, parse_spec, resource_for, schema_items, to_framework, PyTable,
-};
+use crate::tables::table::{map_builder, parse_schema, resource_for, to_framework, PyTable};
 
 /// One table per chunk of an Arrow import, each over its own chunk's buffers.
 fn chunk_tables<'py>(
@@ -86,58 +81,15 @@ impl PyTable {
         columns: &Bound<'_, PyAny>,
         alignment: usize,
     ) -> PyResult<Self> {
-        let pairs = named_items(columns)?;
         let from_dlpack = py.import("zerohop")?.getattr("from_dlpack")?;
         let mut views: Vec<(String, TensorView)> = Vec::new();
-        let mut rows: Option<i64> = None;
-        let mut specs = Vec::new();
-        for (name, array) in pairs {
+        for (name, array) in named_items(columns)? {
             let tensor = from_dlpack.call1((array,))?;
-            let view = tensor.cast::<PyTensor>()?.get().view.clone();
-            let shape = view.shape().to_vec();
-            let kind = match shape.len() {
-                0 => ColumnKind::TableScalar,
-                1 => ColumnKind::Column,
-                2 => ColumnKind::Vector(shape[1] as usize),
-                3 => ColumnKind::Matrix {
-                    rows: shape[1] as usize,
-                    cols: shape[2] as usize,
-                    order: ComponentOrder::RowMajor,
-                },
-                _ => {
-                    return Err(PyValueError::new_err(format!(
-                        "column {name:?} has shape {shape:?}: 0 to 3 dimensions only"
-                    )))
-                }
-            };
-            if let Some(&n) = shape.first() {
-                match rows {
-                    Some(r) if r != n => {
-                        return Err(PyValueError::new_err(format!(
-                            "column {name:?} has {n} rows, earlier columns have {r}"
-                        )))
-                    }
-                    _ => rows = Some(n),
-                }
-            }
-            specs.push(ColumnSpec {
-                name: name.clone(),
-                dtype: view.dtype(),
-                kind,
-            });
-            views.push((name, view));
+            views.push((name, tensor.cast::<PyTensor>()?.get().view.clone()));
         }
-        let schema = Schema::new(specs).py()?;
-        let resource =
-            zerohop::memory::current_resource(Device::CPU).expect("the host always has a resource");
-        let table =
-            SoaTable::with_options(schema, rows.unwrap_or(0) as usize, alignment, resource).py()?;
-        for (name, src) in &views {
-            let dst = table.column_view(name).py()?;
-            // SAFETY: the table is fresh and private to this call; sources are other memory.
-            unsafe { dst.copy_from(src) }.py()?;
-        }
-        Ok(PyTable::from_table(table))
+        Ok(PyTable::from_table(
+            SoaTable::from_views(&views, alignment).py()?,
+        ))
     }
 
     /// Zero-copy tensors for `spec`, in spec order: {name: [cols]}, [(name, [cols])] or
@@ -165,10 +117,7 @@ impl PyTable {
         fill: Option<f64>,
         share_readonly: bool,
     ) -> PyResult<Bound<'py, PyList>> {
-        let mut builder = TensorMap::builder();
-        for (name, cols) in parse_spec(spec)? {
-            builder = builder.tensor(&name, &cols);
-        }
+        let mut builder = map_builder(spec)?;
         for name in materialize.unwrap_or_default() {
             builder = builder.materialize(&name);
         }
@@ -305,35 +254,8 @@ impl PyTable {
     /// SoA tables only: the schema items the constructor takes.
     #[getter]
     fn schema<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
-        match self.soa() {
-            Some(t) => schema_items(py, t.schema()),
-            None => {
-                let list = PyList::empty(py);
-                for name in self.storage.column_names() {
-                    let (dtype, inner) = match self.arrow_layout(&name) {
-                        Some(layout) => layout,
-                        None => {
-                            // A type the Arrow schema does not tell (or device storage): the
-                            // column's own tensor tells, even if reading it costs a copy.
-                            let filled = ColumnOptions {
-                                allow_copy: true,
-                                fill: Some(0.0),
-                            };
-                            let (view, _) = self.storage.column(&name, filled).py()?;
-                            (view.dtype(), view.shape()[1..].to_vec())
-                        }
-                    };
-                    let dtype = dtype.to_string();
-                    let item = match inner.as_slice() {
-                        [] => (name.as_str(), dtype).into_pyobject(py)?,
-                        [k] => (name.as_str(), dtype, *k).into_pyobject(py)?,
-                        [r, c, ..] => (name.as_str(), dtype, (*r, *c)).into_pyobject(py)?,
-                    };
-                    list.append(item)?;
-                }
-                Ok(list)
-            }
-        }
+        let items = crate::base::value::object_of(py, self.storage.schema_value().py()?)?;
+        PyList::new(py, items.try_iter()?.collect::<PyResult<Vec<_>>>()?)
     }
 
     /// "soa" (one aligned buffer), "arrow" (shared Arrow columns) or "device" (shared CUDA
@@ -462,28 +384,11 @@ impl PyTable {
             )));
         };
         let resource = resource_for(device)?;
-        let target = resource.device();
         let stream = stream.unwrap_or(zerohop::cuda::LEGACY_STREAM.0);
-        zerohop::Stream::cuda(stream).py()?;
-        let source = table.device();
-        if source.kind == zerohop::DeviceKind::Cuda && self.stream != stream {
-            // The copy reads data produced on this table's stream.
-            zerohop::cuda::order_streams(
-                source.id,
-                zerohop::Stream(self.stream),
-                zerohop::Stream(stream),
-            )
-            .py()?;
-        }
-        let table = table.clone();
+        let (table, produced_on) = (table.clone(), zerohop::Stream(self.stream));
         let copied = py
-            .detach(move || table.copy_to(resource, zerohop::Stream(stream)))
+            .detach(move || table.moved_to(resource, zerohop::Stream(stream), produced_on))
             .py()?;
-        if target.is_host_accessible() && source.kind == zerohop::DeviceKind::Cuda {
-            let device = source.id;
-            py.detach(move || zerohop::cuda::synchronize(device, zerohop::Stream(stream)))
-                .py()?;
-        }
         Ok(PyTable {
             storage: Storage::Soa(copied),
             stream,
@@ -560,25 +465,5 @@ impl PyTable {
     ) -> PyResult<Bound<'py, PyAny>> {
         crate::protocols::arrow::refuse_unknown_kwargs(kwargs)?;
         storage::table_device_stream_capsule(py, &self.storage, requested_schema)
-    }
-}
-
-impl PyTable {
-    /// The dtype and per-row shape of Arrow column `name`, read from its data type alone
-    /// (nothing copied, booleans and nullable columns included); None for other storage or a
-    /// type that is not a (fixed-size list of) tensor element.
-    fn arrow_layout(&self, name: &str) -> Option<(zerohop::DType, Vec<i64>)> {
-        let Storage::Arrow(batch) = &self.storage else {
-            return None;
-        };
-        let field = batch.schema().field_with_name(name).ok()?.clone();
-        let dtype = zerohop::soa::tensor_dtype_of(field.data_type())?;
-        let mut inner = Vec::new();
-        let mut data_type = field.data_type().clone();
-        while let zerohop::arrow::arrow_schema::DataType::FixedSizeList(child, k) = data_type {
-            inner.push(i64::from(k));
-            data_type = child.data_type().clone();
-        }
-        Some((dtype, inner))
     }
 }

@@ -6,3 +6,4 @@ pub mod errors;
 pub mod exchange;
 pub mod owner;
 pub mod tensor;
+pub mod value;

@@ -9,85 +9,15 @@ use std::sync::Arc;
 use pyo3::exceptions::PyTypeError;
 use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::{PyBool, PyByteArray, PyBytes, PyDict, PyInt, PyList, PyString, PyTuple};
+use pyo3::types::{PyByteArray, PyBytes, PyDict, PyTuple};
 use zerohop::wire::{self, Incoming, Outgoing, Rebuilt, TableWire, TensorWire, Value};
 use zerohop::{Buffer, DType, Device, Stream, TensorView};
 
 use crate::base::errors::{warn_copy, IntoPyResult};
 use crate::base::owner::PyOwner;
 use crate::base::tensor::PyTensor;
+use crate::base::value::{object_of, value_of};
 use crate::tables::table::PyTable;
-
-/// A Python object as a state value; containers deeper than `wire::MAX_DEPTH` are not opened.
-fn value_of(obj: &Bound<'_, PyAny>, depth: usize) -> PyResult<Value> {
-    if obj.is_none() {
-        return Ok(Value::None);
-    }
-    if let Ok(b) = obj.cast::<PyBool>() {
-        return Ok(Value::Bool(b.is_true()));
-    }
-    if obj.cast::<PyInt>().is_ok() {
-        if let Ok(n) = obj.extract::<i128>() {
-            return Ok(Value::Int(n));
-        }
-    } else if let Ok(s) = obj.cast::<PyString>() {
-        return Ok(match s.to_str() {
-            Ok(s) => Value::Str(s.to_owned()),
-            Err(_) => Value::Other("a str that is not valid UTF-8".into()),
-        });
-    } else if let Ok(b) = obj.cast::<PyBytes>() {
-        return Ok(Value::Bytes(b.as_bytes().to_vec()));
-    } else if depth < wire::MAX_DEPTH {
-        if let Ok(d) = obj.cast::<PyDict>() {
-            let mut items = Vec::with_capacity(d.len());
-            for (k, v) in d.iter() {
-                if let Ok(k) = k.extract::<String>() {
-                    items.push((k, value_of(&v, depth + 1)?));
-                }
-            }
-            return Ok(Value::Dict(items));
-        }
-        if obj.cast::<PyList>().is_ok() || obj.cast::<PyTuple>().is_ok() {
-            let items = obj
-                .try_iter()?
-                .map(|item| value_of(&item?, depth + 1))
-                .collect::<PyResult<_>>()?;
-            return Ok(Value::List(items));
-        }
-    }
-    let kind = obj
-        .get_type()
-        .name()
-        .map(|n| n.to_string())
-        .unwrap_or_default();
-    Ok(Value::Other(format!("an object of type {kind}")))
-}
-
-/// A state value as the Python object that travels (sequences as tuples).
-fn object_of<'py>(py: Python<'py>, value: Value) -> PyResult<Bound<'py, PyAny>> {
-    Ok(match value {
-        Value::None | Value::Other(_) => py.None().into_bound(py),
-        Value::Bool(b) => PyBool::new(py, b).to_owned().into_any(),
-        Value::Int(n) => n.into_pyobject(py)?.into_any(),
-        Value::Str(s) => PyString::new(py, &s).into_any(),
-        Value::Bytes(b) => PyBytes::new(py, &b).into_any(),
-        Value::List(items) => PyTuple::new(
-            py,
-            items
-                .into_iter()
-                .map(|v| object_of(py, v))
-                .collect::<PyResult<Vec<_>>>()?,
-        )?
-        .into_any(),
-        Value::Dict(items) => {
-            let d = PyDict::new(py);
-            for (k, v) in items {
-                d.set_item(k, object_of(py, v)?)?;
-            }
-            d.into_any()
-        }
-    })
-}
 
 /// Data that travels: a handle dict, a PickleBuffer (out of band), bytes (bytearray when
 /// writable, so the copy stays writable) or None.

@@ -1,12 +1,13 @@
 //! `zerohop.Table`: an SoA table from Python, and its tensor maps handed to frameworks.
 
-use pyo3::exceptions::{PyBufferError, PyKeyError, PyTypeError, PyValueError};
+use pyo3::exceptions::{PyBufferError, PyTypeError, PyValueError};
 use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyList, PyString, PyTuple, PyType};
+use pyo3::types::{PyString, PyType};
 use zerohop::dlpack::{export_versioned, ExportOptions};
-use zerohop::soa::{ColumnKind, ColumnSpec, ComponentOrder, Schema, SoaTable};
-use zerohop::{DType, Device, TensorView};
+use zerohop::soa::{Schema, SoaTable};
+use zerohop::value::Value;
+use zerohop::{Device, TensorView};
 
 use crate::base::errors::{warn_copy, IntoPyResult};
 use crate::base::tensor::PyTensor;
@@ -27,89 +28,12 @@ pub struct PyTable {
     pub(crate) chunks: Vec<zerohop::arrow::arrow_array::RecordBatch>,
 }
 
-fn parse_order(value: &Bound<'_, PyAny>) -> PyResult<ComponentOrder> {
-    match value.extract::<String>()?.as_str() {
-        "row" | "row-major" | "C" => Ok(ComponentOrder::RowMajor),
-        "col" | "column" | "column-major" | "F" => Ok(ComponentOrder::ColumnMajor),
-        other => Err(PyValueError::new_err(format!(
-            "matrix order {other:?} must be 'row' or 'col'"
-        ))),
-    }
-}
-
-/// `shape`: None/"column" → per-row column, "scalar" → table scalar, K → vector, (R, C) →
-/// matrix.
-fn parse_kind(
-    shape: Option<&Bound<'_, PyAny>>,
-    order: Option<&Bound<'_, PyAny>>,
-) -> PyResult<ColumnKind> {
-    let order = order.map(parse_order).transpose()?;
-    let Some(shape) = shape.filter(|s| !s.is_none()) else {
-        return Ok(ColumnKind::Column);
-    };
-    if let Ok(word) = shape.extract::<String>() {
-        return match word.as_str() {
-            "scalar" => Ok(ColumnKind::TableScalar),
-            "column" => Ok(ColumnKind::Column),
-            other => Err(PyValueError::new_err(format!(
-                "column kind {other:?} must be 'scalar', 'column', an int K or a pair (R, C)"
-            ))),
-        };
-    }
-    if let Ok(k) = shape.extract::<usize>() {
-        return Ok(ColumnKind::Vector(k));
-    }
-    if let Ok((rows, cols)) = shape.extract::<(usize, usize)>() {
-        return Ok(ColumnKind::Matrix {
-            rows,
-            cols,
-            order: order.unwrap_or(ComponentOrder::RowMajor),
-        });
-    }
-    Err(PyTypeError::new_err(format!(
-        "column shape {shape} must be 'scalar', an int K or a pair (R, C)"
-    )))
-}
-
-/// Schema items: `(name, dtype)`, `(name, dtype, shape)`, `(name, dtype, (R, C), order)` or a
-/// dict with keys name, dtype, shape, order.
+/// A schema from its structured items (see `zerohop::soa::Schema::from_value`), dtypes given
+/// as NumPy or torch objects named first.
 pub(crate) fn parse_schema(schema: &Bound<'_, PyAny>) -> PyResult<Schema> {
-    let mut columns = Vec::new();
-    for item in schema.try_iter()? {
-        let item = item?;
-        let (name, dtype, shape, order) = if let Ok(d) = item.cast::<PyDict>() {
-            let get = |k: &str| d.get_item(k);
-            (
-                get("name")?.ok_or_else(|| PyKeyError::new_err("schema item needs 'name'"))?,
-                get("dtype")?.ok_or_else(|| PyKeyError::new_err("schema item needs 'dtype'"))?,
-                get("shape")?.or(get("kind")?),
-                get("order")?,
-            )
-        } else if let Ok(t) = item.cast::<PyTuple>() {
-            if !(2..=4).contains(&t.len()) {
-                return Err(PyValueError::new_err(format!(
-                    "schema item {t} must be (name, dtype[, shape[, order]])"
-                )));
-            }
-            (
-                t.get_item(0)?,
-                t.get_item(1)?,
-                t.get_item(2).ok(),
-                t.get_item(3).ok(),
-            )
-        } else {
-            return Err(PyTypeError::new_err(format!(
-                "schema item {item} must be a tuple or a dict"
-            )));
-        };
-        let dtype_name = dtype_name(&dtype)?;
-        columns.push(ColumnSpec {
-            name: name.extract()?,
-            dtype: DType::from_name(&dtype_name).py()?,
-            kind: parse_kind(shape.as_ref(), order.as_ref())?,
-        });
-    }
-    Schema::new(columns).py()
+    let dtype = |obj: &Bound<'_, PyAny>| dtype_name(obj).map(|n| Some(Value::Str(n)));
+    let items = crate::base::value::value_with(schema, 0, &dtype)?;
+    Schema::from_value(&items).py()
 }
 
 /// Accepts "float32", NumPy dtypes and scalar types (`np.float32`, ml_dtypes' `bfloat16`),
@@ -140,69 +64,10 @@ fn dtype_name(dtype: &Bound<'_, PyAny>) -> PyResult<String> {
     Ok(text.trim_start_matches("torch.").to_string())
 }
 
-pub(crate) fn schema_items<'py>(py: Python<'py>, schema: &Schema) -> PyResult<Bound<'py, PyList>> {
-    let list = PyList::empty(py);
-    for c in schema.columns() {
-        let dtype = c.dtype.to_string();
-        let item = match c.kind {
-            ColumnKind::TableScalar => (c.name.as_str(), dtype, "scalar").into_pyobject(py)?,
-            ColumnKind::Column => (c.name.as_str(), dtype).into_pyobject(py)?,
-            ColumnKind::Vector(k) => (c.name.as_str(), dtype, k).into_pyobject(py)?,
-            ColumnKind::Matrix { rows, cols, order } => (
-                c.name.as_str(),
-                dtype,
-                (rows, cols),
-                if order == ComponentOrder::RowMajor {
-                    "row"
-                } else {
-                    "col"
-                },
-            )
-                .into_pyobject(py)?,
-        };
-        list.append(item)?;
-    }
-    Ok(list)
-}
-
-/// Groups from the Python spec forms: the spec string ("pos: x, y; e", parsed by the core's
-/// grammar), {name: [cols]}, [(name, [cols])], or [col, col, …] (each column its own tensor).
-pub(crate) fn parse_spec(spec: &Bound<'_, PyAny>) -> PyResult<Vec<(String, Vec<String>)>> {
-    if let Ok(text) = spec.cast::<PyString>() {
-        let map = zerohop::soa::TensorMap::parse(text.to_str()?).py()?;
-        return Ok(map
-            .names()
-            .into_iter()
-            .map(|name| (name.to_owned(), map.columns_of(name).unwrap_or_default()))
-            .collect());
-    }
-    let mut groups = Vec::new();
-    if let Ok(d) = spec.cast::<PyDict>() {
-        for (k, v) in d.iter() {
-            groups.push((k.extract()?, columns_of(&v)?));
-        }
-        return Ok(groups);
-    }
-    for item in spec.try_iter()? {
-        let item = item?;
-        if let Ok(name) = item.extract::<String>() {
-            groups.push((name.clone(), vec![name]));
-        } else if let Ok((name, cols)) = item.extract::<(String, Bound<'_, PyAny>)>() {
-            groups.push((name, columns_of(&cols)?));
-        } else {
-            return Err(PyTypeError::new_err(format!(
-                "tensor spec item {item} must be a column name or (tensor_name, [columns])"
-            )));
-        }
-    }
-    Ok(groups)
-}
-
-fn columns_of(value: &Bound<'_, PyAny>) -> PyResult<Vec<String>> {
-    if let Ok(one) = value.extract::<String>() {
-        return Ok(vec![one]);
-    }
-    value.extract()
+/// A tensor map from a spec in any of its forms (see `zerohop::soa::structured`).
+pub(crate) fn map_builder(spec: &Bound<'_, PyAny>) -> PyResult<zerohop::soa::TensorMapBuilder> {
+    let spec = crate::base::value::value_of(spec, 0)?;
+    zerohop::soa::TensorMap::builder().spec_value(&spec).py()
 }
 
 /// A mapped tensor handed to `framework`, which must share its memory: a consumer that would

@@ -62,6 +62,19 @@ fn host_tensors_become_arrow_columns_over_the_same_memory() {
         schema.field(1).data_type(),
         DataType::FixedSizeList(_, 3)
     ));
+    let items = table.schema_value().unwrap();
+    let expected = crate::value::Value::List(vec![
+        crate::value::Value::List(vec!["x".into(), "float64".into()]),
+        crate::value::Value::List(vec![
+            "p".into(),
+            "float32".into(),
+            crate::value::Value::int(3),
+        ]),
+    ]);
+    assert_eq!(
+        items, expected,
+        "read from the Arrow types, as an SoA schema's items"
+    );
     let short = TensorView::zeros(DType::F64, &[3]).unwrap();
     let err = Table::from_views(vec![("x".into(), x), ("y".into(), short)], Stream(0));
     assert!(err.err().unwrap().to_string().contains("unequal length"));

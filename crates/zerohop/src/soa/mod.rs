@@ -11,6 +11,7 @@ mod arrow_faces;
 mod arrow_faces_tests;
 #[cfg(all(test, feature = "arrow"))]
 mod arrow_tests;
+mod building;
 mod columns;
 #[cfg(test)]
 mod columns_tests;
@@ -19,6 +20,9 @@ mod foreign;
 mod foreign_tests;
 mod layout;
 mod schema;
+mod structured;
+#[cfg(test)]
+mod structured_tests;
 mod table;
 mod tensormap;
 #[cfg(test)]

@@ -10,12 +10,12 @@ use std::collections::VecDeque;
 use std::ptr::NonNull;
 use std::sync::{Arc, Mutex};
 
-use super::value::{DictBuilder, Fields, Value};
 use crate::buffer::Buffer;
 use crate::cuda::ipc::{self, ExportedEvent, IpcHandle, HANDLE_BYTES};
 use crate::device::Device;
 use crate::error::{Error, Result};
 use crate::memory::Stream;
+use crate::value::{DictBuilder, Fields, Value};
 
 /// Events of the most recent exports, kept until consumers are likely to have opened them.
 const KEPT_EVENTS: usize = 4096;

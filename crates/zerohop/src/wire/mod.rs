@@ -16,8 +16,8 @@ mod table;
 mod tensor;
 #[cfg(test)]
 mod tests;
-mod value;
 
+pub use crate::value::{DictBuilder, Fields, Value, MAX_DEPTH};
 pub use pickle::{
     across_machines, reduce_table, reduce_tensor, set_across_machines, Incoming, Outgoing, Rebuilt,
     Reduced, SoaWire, TableWire, TensorWire,
@@ -26,7 +26,6 @@ pub use pickle::{
 pub use staging::{host_copy, receiving_device};
 pub use table::{schema_from_wire, schema_to_wire, TableState, WireColumn};
 pub use tensor::TensorState;
-pub use value::{DictBuilder, Fields, Value, MAX_DEPTH};
 
 use crate::buffer::Buffer;
 use crate::dtype::DType;

@@ -17,7 +17,6 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use super::value::{DictBuilder, Fields, Value};
 use super::{check_format, parse_dtype, schema_from_wire, schema_to_wire};
 use super::{TableState, TensorState, WireColumn};
 use crate::buffer::{Buffer, Owner};
@@ -26,6 +25,7 @@ use crate::error::{Error, Result};
 use crate::memory::{SharedHandle, Stream};
 use crate::soa::{Schema, SoaTable, Table};
 use crate::tensor::TensorView;
+use crate::value::{DictBuilder, Fields, Value};
 
 /// While set, objects pickle for another machine: host data as bytes, never as a
 /// shared-memory handle that only this machine can open, and CUDA data staged through the

@@ -1,7 +1,7 @@
-//! The values a pickled state is made of, as a face hands them over (Python's dict, list,
-//! tuple, int, str, bytes, bool and None), and the typed reading of a state's fields: every
-//! field a rebuild reads is looked up, type-checked and range-checked here, so a missing or
-//! mistyped field is the same error whichever face received it.
+//! Structured input as a face hands it over (Python's dict, list, tuple, int, str, bytes, bool
+//! and None): pickled states, schemas and tensor specs in their structured forms. Every field
+//! is looked up, type-checked and range-checked in the core, so a missing or mistyped field is
+//! the same error whichever face received it.
 
 use std::fmt;
 
@@ -46,6 +46,12 @@ impl Value {
 
     pub fn ints(values: &[i64]) -> Self {
         Value::List(values.iter().map(|&v| Value::int(v)).collect())
+    }
+}
+
+impl From<&str> for Value {
+    fn from(s: &str) -> Self {
+        Value::str(s)
     }
 }
 

@@ -377,12 +377,7 @@ impl PyTable {
     /// memory (a table made with device="cuda_host") the copy runs alongside the host.
     #[pyo3(signature = (device, *, stream=None))]
     fn to(&self, py: Python<'_>, device: &str, stream: Option<usize>) -> PyResult<PyTable> {
-        let Storage::Soa(table) = &self.storage else {
-            return Err(PyBufferError::new_err(format!(
-                "to() moves SoA tables; this one has {} storage (to_soa() first)",
-                kind_name(&self.storage)
-            )));
-        };
+        let table = self.storage.soa_to_move().py()?;
         let resource = resource_for(device)?;
         let stream = stream.unwrap_or(zerohop::cuda::LEGACY_STREAM.0);
         let (table, produced_on) = (table.clone(), zerohop::Stream(self.stream));
@@ -405,22 +400,7 @@ impl PyTable {
     /// An SoA copy of this table (one aligned buffer); nulls take `fill`.
     #[pyo3(signature = (*, fill=None))]
     fn to_soa(&self, fill: Option<f64>) -> PyResult<PyTable> {
-        match &self.storage {
-            Storage::Soa(t) => Ok(PyTable::from_table(t.clone())),
-            Storage::Arrow(b) => Ok(PyTable::from_table(
-                SoaTable::from_record_batch(
-                    b,
-                    zerohop::arrow::ImportOptions {
-                        allow_copy: true,
-                        fill,
-                    },
-                )
-                .py()?,
-            )),
-            Storage::Columns(_) => Err(PyBufferError::new_err(
-                "SoA tables live in host memory; copy the device columns to the host first",
-            )),
-        }
+        Ok(PyTable::from_table(self.storage.to_soa(fill).py()?))
     }
 
     fn __arrow_c_schema__<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {

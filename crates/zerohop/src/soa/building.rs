@@ -117,6 +117,42 @@ fn item(name: &str, dtype: crate::DType, inner: &[i64]) -> Value {
 }
 
 impl Table {
+    /// The SoA table this one is, or becomes: an SoA table itself (shared), an Arrow table
+    /// copied into one buffer (nulls take `fill`). Device columns are refused.
+    pub fn to_soa(&self, fill: Option<f64>) -> Result<SoaTable> {
+        match self {
+            Table::Soa(t) => Ok(t.clone()),
+            #[cfg(feature = "arrow")]
+            Table::Arrow(b) => SoaTable::from_record_batch(
+                b,
+                crate::arrow::ImportOptions {
+                    allow_copy: true,
+                    fill,
+                },
+            ),
+            Table::Columns(c) => {
+                let _ = fill;
+                Err(Error::Export(format!(
+                    "adopted columns on {} stay as they are; copy them into an SoA table \
+                     (host columns: Table.from_columns in Python)",
+                    c.device()
+                )))
+            }
+        }
+    }
+
+    /// The SoA table to move to another device (see [`SoaTable::moved_to`]); other storage
+    /// is refused with the way to get one.
+    pub fn soa_to_move(&self) -> Result<&SoaTable> {
+        match self {
+            Table::Soa(t) => Ok(t),
+            other => Err(Error::Export(format!(
+                "to() moves SoA tables; this one has {} storage (to_soa() first)",
+                other.kind()
+            ))),
+        }
+    }
+
     /// The schema items of this table (see [`Schema::to_value`]): an SoA table's own; for
     /// Arrow and device tables each column's dtype and per-row shape, read from the Arrow
     /// type where it tells (nothing copied), else from the column's tensor.

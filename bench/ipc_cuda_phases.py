@@ -1,4 +1,5 @@
 """Where a CUDA IPC consumer's time goes, zerohop against torch.multiprocessing: a 1 MiB tensor
+(IPC_MIB=N: N MiB)
 pickled 31 times by each (taking turns), and in the consumer process the median µs of each
 phase: unpickling (zerohop maps the handle and queues the wait on the producer's event;
 torch does the same and makes its tensor), zerohop's `__dlpack__` alone, `torch.from_dlpack`
@@ -19,6 +20,7 @@ import zerohop
 
 # IPC_SPLIT=1: time torch.from_dlpack's steps one by one in the consumer.
 SPLIT = os.environ.get("IPC_SPLIT") == "1"
+MIB = int(os.environ.get("IPC_MIB", "1"))
 
 
 def consumer(conn):
@@ -51,7 +53,16 @@ def consumer(conn):
         elif kind == "zh-cai":
             # The other standard view: torch.as_tensor reads __cuda_array_interface__ (v3, with
             # the stream), no Python-level stream lookup.
-            t2 = t1; x = torch.as_tensor(obj, device="cuda"); t3 = time.perf_counter()
+            t2 = t1
+            if SPLIT:
+                s0 = time.perf_counter(); cai = obj.__cuda_array_interface__
+                s1 = time.perf_counter(); x = torch.as_tensor(obj, device="cuda")
+                s2 = time.perf_counter()
+                out.setdefault("cai-split", []).append((s1 - s0, s2 - s1))
+                del cai
+            else:
+                x = torch.as_tensor(obj, device="cuda")
+            t3 = time.perf_counter()
         else:
             t2 = t1; x = obj; t3 = time.perf_counter()
         x[0] += 1; t4 = time.perf_counter()
@@ -68,7 +79,8 @@ def main():
     ctx = tmp.get_context("spawn")
     parent, child = ctx.Pipe()
     p = ctx.Process(target=consumer, args=(child,), daemon=True); p.start()
-    t = torch.zeros(1 << 18, device="cuda"); torch.cuda.synchronize()
+    t = torch.zeros(MIB << 18, device="cuda"); torch.cuda.synchronize()
+    print(f"{MIB} MiB, median of 30 hand-offs, µs")
     z = zerohop.from_dlpack(t)
     from multiprocessing.reduction import ForkingPickler
     pickling = {"zerohop": [], "zh-cai": [], "torch": []}
@@ -85,6 +97,7 @@ def main():
     names = ["unpickle", "__dlpack__", "view (zerohop: torch.from_dlpack; zh-cai: "
              "torch.as_tensor)", "x[0] += 1", "synchronize", "del"]
     split = out.pop("split", None)
+    cai_split = out.pop("cai-split", None)
     for kind, rows in out.items():
         med = [statistics.median(r[i] for r in rows[1:]) * 1e6 for i in range(6)]
         print(kind, f"producer: pickle {statistics.median(pickling[kind][1:]) * 1e6:.1f};",
@@ -95,6 +108,10 @@ def main():
         print("zerohop torch.from_dlpack, step by step:",
               " ".join(f"{n} {statistics.median(r[i] for r in split[1:]) * 1e6:.1f}"
                        for i, n in enumerate(parts)))
+    if cai_split:
+        print("zerohop torch.as_tensor, step by step: __cuda_array_interface__",
+              f"{statistics.median(r[0] for r in cai_split[1:]) * 1e6:.1f}",
+              f"torch.as_tensor (reading it again) {statistics.median(r[1] for r in cai_split[1:]) * 1e6:.1f}")
     # In process, for comparison.
     for _ in range(3): torch.from_dlpack(zerohop.from_dlpack(t))
     ts = []

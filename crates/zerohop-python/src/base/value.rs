@@ -17,25 +17,29 @@ pub fn value_with(
     depth: usize,
     leaf: &dyn Fn(&Bound<'_, PyAny>) -> PyResult<Option<Value>>,
 ) -> PyResult<Value> {
-    if obj.is_none() {
-        return Ok(Value::None);
-    }
-    if let Ok(b) = obj.cast::<PyBool>() {
-        return Ok(Value::Bool(b.is_true()));
-    }
-    if obj.cast::<PyInt>().is_ok() {
-        if let Ok(n) = obj.extract::<i128>() {
-            return Ok(Value::Int(n));
-        }
-    } else if let Ok(s) = obj.cast::<PyString>() {
-        return Ok(match s.to_str() {
+    // `is_instance_of` first: a failed `cast` builds an error object, which a spec of a few
+    // dozen names would pay for at every call.
+    if obj.is_instance_of::<PyString>() {
+        return Ok(match obj.cast::<PyString>()?.to_str() {
             Ok(s) => Value::Str(s.to_owned()),
             Err(_) => Value::Other("a str that is not valid UTF-8".into()),
         });
-    } else if let Ok(b) = obj.cast::<PyBytes>() {
-        return Ok(Value::Bytes(b.as_bytes().to_vec()));
+    }
+    if obj.is_none() {
+        return Ok(Value::None);
+    }
+    if obj.is_instance_of::<PyBool>() {
+        return Ok(Value::Bool(obj.is_truthy()?));
+    }
+    if obj.is_instance_of::<PyInt>() {
+        if let Ok(n) = obj.extract::<i128>() {
+            return Ok(Value::Int(n));
+        }
+    } else if obj.is_instance_of::<PyBytes>() {
+        return Ok(Value::Bytes(obj.cast::<PyBytes>()?.as_bytes().to_vec()));
     } else if depth < MAX_DEPTH {
-        if let Ok(d) = obj.cast::<PyDict>() {
+        if obj.is_instance_of::<PyDict>() {
+            let d = obj.cast::<PyDict>()?;
             let mut items = Vec::with_capacity(d.len());
             for (k, v) in d.iter() {
                 if let Ok(k) = k.extract::<String>() {
@@ -44,11 +48,11 @@ pub fn value_with(
             }
             return Ok(Value::Dict(items));
         }
-        if obj.cast::<PyList>().is_ok() || obj.cast::<PyTuple>().is_ok() {
-            let items = obj
-                .try_iter()?
-                .map(|item| value_with(&item?, depth + 1, leaf))
-                .collect::<PyResult<_>>()?;
+        if obj.is_instance_of::<PyList>() || obj.is_instance_of::<PyTuple>() {
+            let mut items = Vec::with_capacity(obj.len()?);
+            for item in obj.try_iter()? {
+                items.push(value_with(&item?, depth + 1, leaf)?);
+            }
             return Ok(Value::List(items));
         }
     }

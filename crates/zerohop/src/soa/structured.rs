@@ -165,13 +165,14 @@ impl Schema {
     }
 }
 
-fn columns_of(value: &Value) -> Result<Vec<String>> {
+/// A group's columns, borrowed from the spec (the builder copies them once).
+fn columns_of(value: &Value) -> Result<Vec<&str>> {
     match value {
-        Value::Str(one) => Ok(vec![one.clone()]),
+        Value::Str(one) => Ok(vec![one.as_str()]),
         Value::List(names) => names
             .iter()
             .map(|n| match n {
-                Value::Str(s) => Ok(s.clone()),
+                Value::Str(s) => Ok(s.as_str()),
                 other => Err(wrong(format!(
                     "a column name must be a string, got {other}"
                 ))),

@@ -101,6 +101,24 @@ def schema_with_a_duplicate_name():
     zerohop.Table([("x", "float64"), ("x", "float32")], 10)
 
 
+def pickled_state_without_a_field():
+    rebuild, (fmt, state, data) = zerohop.zeros((10,), "float32").__reduce_ex__(5)
+    rebuild(fmt, {k: v for k, v in state.items() if k != "nbytes"}, data)
+
+
+def pickled_state_with_a_field_of_the_wrong_type():
+    rebuild, (fmt, state, data) = zerohop.zeros((10,), "float32").__reduce_ex__(5)
+    rebuild(fmt, dict(state, shape="10"), data)
+
+
+def schema_item_without_a_field():
+    zerohop.Table([{"name": "x"}], 10)
+
+
+def schema_item_with_a_field_of_the_wrong_type():
+    zerohop.Table([("x", "float32", 2.5)], 10)
+
+
 FAULTS = [
     # (fault, exception classes it must be, message fragment)
     (missing_by_item, (zerohop.NoSuchColumnError, KeyError, ValueError), 'no column named "nope"'),
@@ -116,6 +134,10 @@ FAULTS = [
     (over_a_memory_limit, (zm.OutOfMemoryError, MemoryError), "memory limit exceeded"),
     (writing_a_read_only_column, (ValueError,), "read-only"),
     (schema_with_a_duplicate_name, (ValueError,), "used twice"),
+    (pickled_state_without_a_field, (ValueError,), 'lacks "nbytes"'),
+    (schema_item_without_a_field, (ValueError,), 'needs "dtype"'),
+    (pickled_state_with_a_field_of_the_wrong_type, (TypeError,), '"shape" must be'),
+    (schema_item_with_a_field_of_the_wrong_type, (TypeError,), "column shape"),
 ]
 
 

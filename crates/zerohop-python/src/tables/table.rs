@@ -29,9 +29,14 @@ pub struct PyTable {
 }
 
 /// A schema from its structured items (see `zerohop::soa::Schema::from_value`), dtypes given
-/// as NumPy or torch objects named first.
+/// as NumPy or torch objects (scalar types, or dtypes: what has an `itemsize`) named first.
 pub(crate) fn parse_schema(schema: &Bound<'_, PyAny>) -> PyResult<Schema> {
-    let dtype = |obj: &Bound<'_, PyAny>| dtype_name(obj).map(|n| Some(Value::Str(n)));
+    let dtype = |obj: &Bound<'_, PyAny>| {
+        if !obj.is_instance_of::<PyType>() && !obj.hasattr("itemsize")? {
+            return Ok(None);
+        }
+        dtype_name(obj).map(|n| Some(Value::Str(n)))
+    };
     let items = crate::base::value::value_with(schema, 0, &dtype)?;
     Schema::from_value(&items).py()
 }

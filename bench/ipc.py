@@ -42,8 +42,14 @@ def consumer(conn, kind, write, view="dlpack"):
             return
         begun = time.perf_counter()
         if kind == "zerohop-cuda":
-            # CUDA array interface (v3, with the stream) or DLPack: both standard views.
-            x = torch.as_tensor(obj, device="cuda") if view == "cai" else torch.from_dlpack(obj)
+            # CUDA array interface (v3, with the stream), DLPack (both standard views), or
+            # zerohop's own hand-over (torch's raw current stream, then a capsule).
+            if view == "cai":
+                x = torch.as_tensor(obj, device="cuda")
+            elif view == "to_framework":
+                x = obj.to_framework("torch")
+            else:
+                x = torch.from_dlpack(obj)
         elif kind == "torch-cuda":
             x = obj
         elif hasattr(obj, "__dlpack__"):
@@ -172,9 +178,11 @@ def main():
                         help="the consumer writes through a torch view and synchronises")
     parser.add_argument("--max-mib", type=int, default=1024)
     parser.add_argument("--repeat", type=int, default=21)
-    parser.add_argument("--cuda-view", choices=["dlpack", "cai"], default="dlpack",
-                        help="how the zerohop consumer makes its torch view: torch.from_dlpack "
-                             "or torch.as_tensor (CUDA array interface)")
+    parser.add_argument("--cuda-view", choices=["dlpack", "cai", "to_framework"],
+                        default="dlpack",
+                        help="how the zerohop consumer makes its torch view: torch.from_dlpack, "
+                             "torch.as_tensor (CUDA array interface) or "
+                             "Tensor.to_framework('torch')")
     parser.add_argument("--out")
     args = parser.parse_args()
     sizes = [1 << 20 << k for k in range(0, 11) if (1 << k) <= args.max_mib]

@@ -50,6 +50,9 @@ def consumer(conn):
             else:
                 x = torch.from_dlpack(obj)
             t3 = time.perf_counter()
+        elif kind == "zh-fw":
+            # zerohop's own hand-over: torch's raw current stream (one C call), then a capsule.
+            t2 = t1; x = obj.to_framework("torch"); t3 = time.perf_counter()
         elif kind == "zh-cai":
             # The other standard view: torch.as_tensor reads __cuda_array_interface__ (v3, with
             # the stream), no Python-level stream lookup.
@@ -83,9 +86,9 @@ def main():
     print(f"{MIB} MiB, median of 30 hand-offs, µs")
     z = zerohop.from_dlpack(t)
     from multiprocessing.reduction import ForkingPickler
-    pickling = {"zerohop": [], "zh-cai": [], "torch": []}
+    pickling = {"zerohop": [], "zh-cai": [], "zh-fw": [], "torch": []}
     for _ in range(31):
-        for kind, obj in (("zerohop", z), ("zh-cai", z), ("torch", t)):
+        for kind, obj in (("zerohop", z), ("zh-cai", z), ("zh-fw", z), ("torch", t)):
             begun = time.perf_counter()
             if kind == "torch":
                 data = bytes(ForkingPickler.dumps(obj))
@@ -95,7 +98,7 @@ def main():
             parent.send_bytes(kind.ljust(8).encode() + data); parent.recv_bytes()
     parent.send_bytes(b"stop"); out = parent.recv(); p.join()
     names = ["unpickle", "__dlpack__", "view (zerohop: torch.from_dlpack; zh-cai: "
-             "torch.as_tensor)", "x[0] += 1", "synchronize", "del"]
+             "torch.as_tensor; zh-fw: Tensor.to_framework)", "x[0] += 1", "synchronize", "del"]
     split = out.pop("split", None)
     cai_split = out.pop("cai-split", None)
     for kind, rows in out.items():

@@ -113,3 +113,18 @@ def test_requires_grad_tensor_is_refused_by_torch_with_its_own_error():
         zerohop.from_dlpack(x)
     t = zerohop.from_dlpack(x.detach())
     assert t.data_ptr == address(x)
+
+
+def test_to_framework_shares_memory_and_keeps_read_only_data_from_torch():
+    t = zerohop.from_dlpack(np.arange(12.0).reshape(3, 4))
+    x = t.to_framework("torch")
+    assert x.data_ptr() == t.data_ptr and x.shape == (3, 4)
+    assert address(t.to_framework("numpy")) == t.data_ptr
+    read_only = zerohop.Table.from_tensors({"x": np.arange(5.0)}).tensors(["x"], readonly=True)[0]
+    with pytest.raises(BufferError, match="read-only"):
+        read_only.to_framework("torch")                    # torch ignores the flag
+    with pytest.warns(zerohop.CopyWarning, match="copied"):
+        copy = read_only.to_framework("torch", copy=True)
+    assert copy.data_ptr() != read_only.data_ptr and copy.flatten().tolist() == [0, 1, 2, 3, 4]
+    with pytest.raises(ValueError, match='framework "mxnet" must be'):
+        t.to_framework("mxnet")

@@ -196,3 +196,34 @@ def test_a_failed_driver_call_is_a_cuda_error_with_its_call_and_code():
     kind, runtime, call, code, name = (out.stdout.strip().split("|") + [""] * 5)[:5]
     assert (kind, runtime) == ("CudaError", "True"), out.stdout + out.stderr[-2000:]
     assert (code, name) == ("710", "CUDA_ERROR_ASSERT") and call, out.stdout
+
+
+def test_to_framework_hands_cuda_data_to_torchs_current_stream_without_a_copy():
+    n = 1 << 22
+    producer, consumer = torch.cuda.Stream(), torch.cuda.Stream()
+    with torch.cuda.stream(consumer):
+        torch.ones(n, device="cuda").sum().item()     # warm the consumer's allocator
+    t = zerohop.zeros((n,), "float32", device="cuda:0")
+    x = torch.from_dlpack(t)
+    torch.cuda.synchronize()
+    with torch.cuda.stream(producer):
+        torch.cuda._sleep(500_000_000)                # the data is written late on `producer`
+        x.fill_(1.0)
+    t.set_stream(producer.cuda_stream)
+    with torch.cuda.stream(consumer):
+        y = t.to_framework("torch")                   # torch's current stream: `consumer`
+        seen = y.sum()
+    consumer.synchronize()
+    assert y.data_ptr() == t.data_ptr and seen.item() == n
+    read_only = _read_only_cuda(t)
+    with pytest.raises(BufferError, match="read-only"):
+        read_only.to_framework("torch")               # torch would ignore the flag
+    shared = read_only.to_framework("torch", share_readonly=True)
+    assert shared.data_ptr() == t.data_ptr
+    del x, y, t, shared
+
+
+def _read_only_cuda(t):
+    """A read-only view of `t` (a table's read-only map of one CUDA column)."""
+    table = zerohop.Table.from_tensors({"x": t})
+    return table.tensors(["x"], readonly=True)[0]

@@ -315,6 +315,31 @@ impl PyTensor {
         Ok(PyTensor::new(self.view.private_copy().py()?, true))
     }
 
+    /// This tensor handed to `framework` ("torch", "jax", "numpy", "tensorflow"), sharing its
+    /// memory with the rules of `Table.column`: read-only data goes to torch (which ignores
+    /// the flag) only as a reported copy (`copy=True`) or on your word (`share_readonly=True`).
+    /// For torch, CUDA data is ordered for torch's current stream and handed over as a
+    /// capsule: `torch.from_dlpack(t)` does the same, but finds its stream in Python first.
+    #[pyo3(signature = (framework, *, copy=false, share_readonly=false))]
+    fn to_framework<'py>(
+        &self,
+        py: Python<'py>,
+        framework: &str,
+        copy: bool,
+        share_readonly: bool,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        crate::tables::table::to_framework(
+            py,
+            "tensor",
+            self.view.clone(),
+            self.is_copied,
+            Some(framework),
+            self.stream(),
+            copy,
+            share_readonly,
+        )
+    }
+
     /// The Arrow schema of this tensor as a column: (n,) → a primitive, (n, K…) →
     /// FixedSizeLists.
     fn __arrow_c_schema__<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {

@@ -35,7 +35,8 @@ def main():
     x = torch.zeros(n, device="cuda")
     handoffs = [
         ("torch.from_dlpack(zerohop)", lambda: torch.from_dlpack(z)),
-        ("zerohop tensor.to_framework(\"torch\")", lambda: z.to_framework("torch")),
+        ("zerohop tensor.to_framework(\"torch\")",
+         (lambda: z.to_framework("torch")) if hasattr(z, "to_framework") else (lambda: None)),
         ("torch.from_dlpack(cupy)", lambda: torch.from_dlpack(c)),
         ("cupy.from_dlpack(torch)", lambda: cupy.from_dlpack(x)),
         ("cupy.from_dlpack(zerohop)", lambda: cupy.from_dlpack(z)),

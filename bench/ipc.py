@@ -114,7 +114,7 @@ def producers(cuda):
             "torch.multiprocessing (CUDA)": ("torch-cuda", torch_cuda)}
 
 
-def measure(makers, sizes, repeat, write=False, warmup=20, view="dlpack"):
+def measure(makers, sizes, repeat, write=False, warmup=20, view="dlpack", per_allocation=10):
     """µs per round trip (median of `repeat`, after `warmup` round trips before the first size
     and one more at each size) and the consumer's view and
     write shares, for every maker at every size. Each maker has a consumer of its own, and
@@ -122,6 +122,7 @@ def measure(makers, sizes, repeat, write=False, warmup=20, view="dlpack"):
     machine (clocks, other work) falls on all of them alike."""
     import torch.multiprocessing as tmp
 
+    kind_of = {name: kind for name, (kind, _) in makers.items()}
     ctx = tmp.get_context("spawn")
     ends = {}
     for name, (kind, _) in makers.items():
@@ -140,11 +141,19 @@ def measure(makers, sizes, repeat, write=False, warmup=20, view="dlpack"):
                 ends[name][0].recv()
         del objs
         for nbytes in sizes:
-            objs = {name: make(nbytes // 4) for name, (_, make) in makers.items()}
             samples = {name: ([], [], []) for name in makers}
             firsts = {}
             order = list(makers)
-            for _ in range(repeat + 1):                   # the first round trip warms up
+            kept = []
+            for round_ in range(repeat + 1):              # the first round trip warms up
+                if round_ % per_allocation == 0:
+                    # Fresh tensors every few rounds, the earlier ones kept (so the allocator
+                    # cannot hand the same block back): where an allocation lands moved a
+                    # whole series of CUDA round trips by up to 40 %, for either maker, so
+                    # each size's figure is taken over several allocations.
+                    objs = {name: make(nbytes // 4) for name, (_, make) in makers.items()}
+                    kept.append(objs)
+                    firsts = {}
                 for name in order:
                     parent = ends[name][0]
                     started = time.perf_counter()
@@ -153,17 +162,15 @@ def measure(makers, sizes, repeat, write=False, warmup=20, view="dlpack"):
                     elapsed = time.perf_counter() - started
                     for series, value in zip(samples[name], (elapsed, view_s, write_s)):
                         series.append(value)
-                    firsts[name] = first
+                    firsts[name] = firsts.get(name, 0) + 1
+                    assert first == firsts[name] or kind_of[name] == "numpy" or not write, \
+                        (name, nbytes, first, firsts[name])
                     assert last == 1.0, (name, nbytes, first, last)
                 order.reverse()
-            for name, (kind, _) in makers.items():
-                # The consumer's writes reach the producer's memory (no copy on the way),
-                # except for the pickled NumPy array, whose bytes are copied by design.
-                assert not write or kind == "numpy" or firsts[name] == repeat + 1, \
-                    (name, nbytes, firsts[name])
+            for name in makers:
                 results[name][nbytes] = tuple(statistics.median(t[1:]) * 1e6
                                               for t in samples[name])
-            del objs
+            del objs, kept
     finally:
         for parent, process in ends.values():
             parent.send(None)
@@ -187,7 +194,8 @@ def main():
     args = parser.parse_args()
     sizes = [1 << 20 << k for k in range(0, 11) if (1 << k) <= args.max_mib]
     measured = measure(producers(args.cuda), sizes, args.repeat, args.write,
-                       view=args.cuda_view)
+                       view=args.cuda_view,
+                       per_allocation=10 if args.cuda else args.repeat + 1)
     columns = {name: {size: m[size][0] for size in sizes} for name, m in measured.items()}
     names = list(columns)
     where = (f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, "

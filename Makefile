@@ -58,7 +58,7 @@ clippy: venv
 	cargo clippy --workspace --all-targets --features zerohop/arrow,zerohop/ndarray -- -D warnings
 
 test-rust: venv
-	cargo test --workspace --exclude zerohop-python --features zerohop/arrow,zerohop/ndarray
+	cargo test --workspace --exclude zerohop-python --features zerohop/arrow-compute,zerohop/ndarray
 	# The Rust SoA → tensors → model → output column example (ndarray views, pointer checks).
 	cargo run -q -p zerohop --features ndarray --example soa_inference 1000
 	# The same over buffers the example allocates itself (CMS's layout), wrapped, in batches.

@@ -79,3 +79,14 @@ pub enum Error {
     #[error("{what}: {reason}")]
     CudaUnavailable { what: String, reason: String },
 }
+
+impl Error {
+    /// CUDA asked for by `what` in a build without the `cuda` feature.
+    #[cfg(not(feature = "cuda"))]
+    pub(crate) fn without_cuda(what: impl Into<String>) -> Error {
+        Error::CudaUnavailable {
+            what: what.into(),
+            reason: "zerohop was built without CUDA".into(),
+        }
+    }
+}

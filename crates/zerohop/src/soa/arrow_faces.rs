@@ -26,7 +26,9 @@ fn ffi_error(e: impl std::fmt::Display) -> Error {
 /// `array` cast to `wanted` where arrow-rs does it without loss (int64 → int32 when every
 /// value fits, string ↔ large string, dictionary encodings, …): a copy, which the note
 /// reports. Anything else is handed over as it is (`requested_schema` is best effort in the
-/// Arrow PyCapsule interface), and the consumer sees the data's own type.
+/// Arrow PyCapsule interface), and the consumer sees the data's own type. Without the
+/// `arrow-compute` feature every request is answered that way.
+#[cfg(feature = "arrow-compute")]
 pub fn cast_to_requested(array: ArrayRef, wanted: Option<&DataType>) -> (ArrayRef, Option<String>) {
     let Some(wanted) = wanted else {
         return (array, None);
@@ -49,6 +51,11 @@ pub fn cast_to_requested(array: ArrayRef, wanted: Option<&DataType>) -> (ArrayRe
         }
         Err(_) => (array, None),
     }
+}
+
+#[cfg(not(feature = "arrow-compute"))]
+pub fn cast_to_requested(array: ArrayRef, _: Option<&DataType>) -> (ArrayRef, Option<String>) {
+    (array, None)
 }
 
 /// [`cast_to_requested`] for a record batch, as the struct array it is exported as.
@@ -119,15 +126,7 @@ fn event_on(device: i32, stream: Stream) -> Result<SyncEvent> {
 
 #[cfg(not(feature = "cuda"))]
 fn event_on(device: i32, _: Stream) -> Result<SyncEvent> {
-    Err(no_cuda(device))
-}
-
-#[cfg(not(feature = "cuda"))]
-fn no_cuda(device: i32) -> Error {
-    Error::CudaUnavailable {
-        what: format!("Arrow data on cuda:{device}"),
-        reason: "zerohop was built without CUDA".into(),
-    }
+    Err(Error::without_cuda(format!("Arrow data on cuda:{device}")))
 }
 
 /// Orders the legacy stream after a CUDA producer's event; the stream imports are ordered on.
@@ -141,7 +140,7 @@ fn after_producer(device: i32, event: *mut std::ffi::c_void) -> Result<Stream> {
 
 #[cfg(not(feature = "cuda"))]
 fn after_producer(device: i32, _: *mut std::ffi::c_void) -> Result<Stream> {
-    Err(no_cuda(device))
+    Err(Error::without_cuda(format!("Arrow data on cuda:{device}")))
 }
 
 /// A host tensor as one Arrow array ((n,) → primitive, (n, K…) → FixedSizeList) and its
@@ -180,6 +179,25 @@ pub struct FromImport {
     pub table: Table,
     pub copied: Vec<String>,
     pub chunks: Vec<RecordBatch>,
+}
+
+#[cfg(feature = "arrow-compute")]
+fn concatenated(schema: &Arc<Schema>, batches: &[RecordBatch]) -> Result<RecordBatch> {
+    arrow_select::concat::concat_batches(schema, batches).map_err(|e| Error::InvalidArgument {
+        what: "Arrow import".into(),
+        reason: format!("concatenating batches: {e}"),
+    })
+}
+
+#[cfg(not(feature = "arrow-compute"))]
+fn concatenated(_: &Arc<Schema>, batches: &[RecordBatch]) -> Result<RecordBatch> {
+    Err(Error::InvalidArgument {
+        what: "Arrow import".into(),
+        reason: format!(
+            "joining {} chunks needs zerohop's arrow-compute feature",
+            batches.len()
+        ),
+    })
 }
 
 impl Table {
@@ -281,23 +299,18 @@ impl Table {
                 schema,
                 realigned,
             } => {
-                let batch =
-                    match batches.len() {
-                        0 => RecordBatch::new_empty(schema),
-                        1 => batches[0].clone(),
-                        _ if copy => arrow_select::concat::concat_batches(&schema, &batches)
-                            .map_err(|e| Error::InvalidArgument {
-                                what: "Arrow import".into(),
-                                reason: format!("concatenating batches: {e}"),
-                            })?,
-                        n => {
-                            return Err(Error::NotContiguous(format!(
-                                "the data arrives in {n} chunks, and one tensor per column needs \
+                let batch = match batches.len() {
+                    0 => RecordBatch::new_empty(schema),
+                    1 => batches[0].clone(),
+                    _ if copy => concatenated(&schema, &batches)?,
+                    n => {
+                        return Err(Error::NotContiguous(format!(
+                            "the data arrives in {n} chunks, and one tensor per column needs \
                              one contiguous chunk: rechunk first (polars: df.rechunk(); \
                              pyarrow: table.combine_chunks()) or pass copy=True to concatenate"
-                            )))
-                        }
-                    };
+                        )))
+                    }
+                };
                 let mut copied = realigned;
                 let chunks = if batches.len() > 1 {
                     copied.push("(all: chunks concatenated)".into());

@@ -3,12 +3,11 @@
 
 use std::sync::Arc;
 
-use arrow_array::{Array, Float64Array, Int64Array, RecordBatch};
+use arrow_array::{Array, Float64Array, RecordBatch};
 use arrow_schema::{DataType, Field, Schema as ArrowSchema};
 
 use super::*;
 use crate::arrow::Imported;
-use crate::error::Error;
 use crate::memory::Stream;
 use crate::{DType, TensorView};
 
@@ -27,23 +26,6 @@ fn host(batches: Vec<RecordBatch>) -> Imported {
         batches,
         realigned: vec![],
     }
-}
-
-#[test]
-fn chunks_are_refused_unless_a_copy_may_join_them_and_then_they_are_kept() {
-    let chunks = vec![batch(&[1.0, 2.0]), batch(&[3.0])];
-    let err = Table::from_import(host(chunks.clone()), false)
-        .err()
-        .unwrap();
-    assert!(matches!(err, Error::NotContiguous(_)), "{err:?}");
-    assert!(err.to_string().contains("2 chunks"), "{err}");
-    let joined = Table::from_import(host(chunks), true).unwrap();
-    assert_eq!((joined.table.len(), joined.chunks.len()), (3, 2));
-    assert!(joined.copied.iter().any(|c| c.contains("concatenated")));
-    let one = Table::from_import(host(vec![batch(&[1.0])]), false).unwrap();
-    assert!(one.copied.is_empty() && one.chunks.is_empty());
-    let (again, note) = one.table.stream_batches(&[], None).unwrap();
-    assert_eq!((again.len(), note), (1, None));
 }
 
 #[test]
@@ -78,21 +60,6 @@ fn host_tensors_become_arrow_columns_over_the_same_memory() {
     let short = TensorView::zeros(DType::F64, &[3]).unwrap();
     let err = Table::from_views(vec![("x".into(), x), ("y".into(), short)], Stream(0));
     assert!(err.err().unwrap().to_string().contains("unequal length"));
-}
-
-#[test]
-fn a_requested_type_is_a_reported_copy_only_where_it_loses_nothing() {
-    let wide = Arc::new(Int64Array::from(vec![1, 2, 3]));
-    let (cast, note) = cast_to_requested(wide.clone(), Some(&DataType::Int32));
-    assert_eq!(cast.data_type(), &DataType::Int32);
-    assert!(note
-        .unwrap()
-        .contains("cast from Int64 to the requested Int32"));
-    let big = Arc::new(Int64Array::from(vec![1 << 40]));
-    let (kept, note) = cast_to_requested(big, Some(&DataType::Int32));
-    assert_eq!((kept.data_type(), note), (&DataType::Int64, None));
-    let (same, note) = cast_to_requested(wide, None);
-    assert_eq!((same.data_type(), note), (&DataType::Int64, None));
 }
 
 #[test]
@@ -140,4 +107,49 @@ fn a_host_stream_is_read_chunk_by_chunk_and_its_producer_errors_named() {
     let mut stream = FFI_ArrowArrayStream::new(Box::new(failing));
     let err = crate::arrow::read_host_stream(&mut stream).err().unwrap();
     assert!(err.to_string().contains("disk gone"), "{err}");
+}
+
+/// Casts and the joining of chunks (feature `arrow-compute`).
+#[cfg(feature = "arrow-compute")]
+mod compute {
+    use std::sync::Arc;
+
+    use arrow_array::{Array, Int64Array};
+    use arrow_schema::DataType;
+
+    use super::{batch, host};
+    use crate::error::Error;
+    use crate::soa::{cast_to_requested, Table};
+
+    #[test]
+    fn chunks_are_refused_unless_a_copy_may_join_them_and_then_they_are_kept() {
+        let chunks = vec![batch(&[1.0, 2.0]), batch(&[3.0])];
+        let err = Table::from_import(host(chunks.clone()), false)
+            .err()
+            .unwrap();
+        assert!(matches!(err, Error::NotContiguous(_)), "{err:?}");
+        assert!(err.to_string().contains("2 chunks"), "{err}");
+        let joined = Table::from_import(host(chunks), true).unwrap();
+        assert_eq!((joined.table.len(), joined.chunks.len()), (3, 2));
+        assert!(joined.copied.iter().any(|c| c.contains("concatenated")));
+        let one = Table::from_import(host(vec![batch(&[1.0])]), false).unwrap();
+        assert!(one.copied.is_empty() && one.chunks.is_empty());
+        let (again, note) = one.table.stream_batches(&[], None).unwrap();
+        assert_eq!((again.len(), note), (1, None));
+    }
+
+    #[test]
+    fn a_requested_type_is_a_reported_copy_only_where_it_loses_nothing() {
+        let wide = Arc::new(Int64Array::from(vec![1, 2, 3]));
+        let (cast, note) = cast_to_requested(wide.clone(), Some(&DataType::Int32));
+        assert_eq!(cast.data_type(), &DataType::Int32);
+        assert!(note
+            .unwrap()
+            .contains("cast from Int64 to the requested Int32"));
+        let big = Arc::new(Int64Array::from(vec![1 << 40]));
+        let (kept, note) = cast_to_requested(big, Some(&DataType::Int32));
+        assert_eq!((kept.data_type(), note), (&DataType::Int64, None));
+        let (same, note) = cast_to_requested(wide, None);
+        assert_eq!((same.data_type(), note), (&DataType::Int64, None));
+    }
 }

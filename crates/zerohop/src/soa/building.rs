@@ -89,20 +89,12 @@ use crate::cuda::{order_streams, synchronize};
 
 #[cfg(not(feature = "cuda"))]
 fn order_streams(device: i32, _: Stream, _: Stream) -> Result<()> {
-    Err(no_cuda(device))
+    Err(Error::without_cuda(format!("a table on cuda:{device}")))
 }
 
 #[cfg(not(feature = "cuda"))]
 fn synchronize(device: i32, _: Stream) -> Result<()> {
-    Err(no_cuda(device))
-}
-
-#[cfg(not(feature = "cuda"))]
-fn no_cuda(device: i32) -> Error {
-    Error::CudaUnavailable {
-        what: format!("a table on cuda:{device}"),
-        reason: "zerohop was built without CUDA".into(),
-    }
+    Err(Error::without_cuda(format!("a table on cuda:{device}")))
 }
 
 /// A schema item from a column's dtype and per-row shape.

@@ -237,15 +237,10 @@ fn reduce_cuda_tensor(
 
 #[cfg(not(feature = "cuda"))]
 fn reduce_cuda_tensor(view: &TensorView, _: bool, _: Stream, _: i32) -> Result<Reduced> {
-    Err(no_cuda(view.device()))
-}
-
-#[cfg(not(feature = "cuda"))]
-fn no_cuda(device: Device) -> Error {
-    Error::CudaUnavailable {
-        what: format!("pickling data on {device}"),
-        reason: "zerohop was built without CUDA".into(),
-    }
+    Err(Error::without_cuda(format!(
+        "pickling data on {}",
+        view.device()
+    )))
 }
 
 /// `nbytes` of CUDA `device` memory at `start`, copied to the host once `stream`'s work
@@ -369,7 +364,9 @@ fn cuda_table_data(
     _: Stream,
     _: i32,
 ) -> Result<Outgoing> {
-    Err(no_cuda(Device::cuda(device)))
+    Err(Error::without_cuda(format!(
+        "pickling data on cuda:{device}"
+    )))
 }
 
 /// Schema items as tuples: (name, dtype, kind, K or R, C, order), see [`WireColumn`].
@@ -491,7 +488,7 @@ impl Route {
                 &f.dict("cuda_ipc")?,
             )?)),
             #[cfg(not(feature = "cuda"))]
-            Some(_) => Err(no_cuda(Device::cuda(0))),
+            Some(_) => Err(Error::without_cuda("a pickled CUDA IPC handle")),
         }
     }
 }
@@ -616,7 +613,7 @@ fn staged_tensor(state: &TensorState, host: &Buffer, from: i32) -> Result<Tensor
 
 #[cfg(not(feature = "cuda"))]
 fn staged_tensor(_: &TensorState, _: &Buffer, from: i32) -> Result<TensorView> {
-    Err(no_cuda(Device::cuda(from)))
+    Err(Error::without_cuda(format!("data staged from cuda:{from}")))
 }
 
 #[cfg(feature = "cuda")]
@@ -626,7 +623,7 @@ fn staged_table(state: TableState, host: &Buffer, from: i32) -> Result<SoaTable>
 
 #[cfg(not(feature = "cuda"))]
 fn staged_table(_: TableState, _: &Buffer, from: i32) -> Result<SoaTable> {
-    Err(no_cuda(Device::cuda(from)))
+    Err(Error::without_cuda(format!("data staged from cuda:{from}")))
 }
 
 fn need(data: Option<Incoming>) -> Result<Incoming> {

@@ -118,6 +118,17 @@ fn with(state: &Value, key: &str, value: Option<Value>) -> Value {
     Value::Dict(items)
 }
 
+/// A state changed at `key` was refused, as a wrong type (TypeError) or not, saying `says`.
+fn assert_refused(err: Option<Error>, key: &str, wrong_type: bool, says: &str) {
+    let err = err.unwrap_or_else(|| panic!("{key}: accepted"));
+    assert_eq!(
+        matches!(err, Error::WrongType(_)),
+        wrong_type,
+        "{key}: {err:?}"
+    );
+    assert!(err.to_string().contains(says), "{key}: {err}");
+}
+
 #[test]
 fn every_tampered_tensor_field_is_refused_by_name_and_kind() {
     let sent = reduce_tensor(&counting(&[100]), false, Stream(0), 5).unwrap();
@@ -149,16 +160,8 @@ fn every_tampered_tensor_field_is_refused_by_name_and_kind() {
         ),
     ];
     for (key, value, wrong_type, says) in cases {
-        let err = match TensorWire::parse(&format(), &with(&state, key, value)) {
-            Ok(_) => panic!("{key}: accepted"),
-            Err(e) => e,
-        };
-        assert_eq!(
-            matches!(err, Error::WrongType(_)),
-            wrong_type,
-            "{key}: {err:?}"
-        );
-        assert!(err.to_string().contains(says), "{key}: {err}");
+        let parsed = TensorWire::parse(&format(), &with(&state, key, value));
+        assert_refused(parsed.err(), key, wrong_type, says);
     }
     let err = TensorWire::parse(&format(), &Value::List(vec![state.clone()]))
         .err()
@@ -213,16 +216,8 @@ fn tampered_table_states_are_refused_by_name() {
         ("alignment", Value::int(3), false, "power of two"),
     ];
     for (key, value, wrong_type, says) in cases {
-        let err = match TableWire::parse(&format(), &with(&state, key, Some(value))) {
-            Ok(_) => panic!("{key}: accepted"),
-            Err(e) => e,
-        };
-        assert_eq!(
-            matches!(err, Error::WrongType(_)),
-            wrong_type,
-            "{key}: {err:?}"
-        );
-        assert!(err.to_string().contains(says), "{key}: {err}");
+        let parsed = TableWire::parse(&format(), &with(&state, key, Some(value)));
+        assert_refused(parsed.err(), key, wrong_type, says);
     }
 }
 

@@ -475,6 +475,15 @@ enum Route {
 }
 
 impl Route {
+    /// False for a CUDA IPC handle, which locates the data by itself.
+    fn needs_data(&self) -> bool {
+        #[cfg(feature = "cuda")]
+        if let Route::CudaIpc(_) = self {
+            return false;
+        }
+        true
+    }
+
     fn of(f: &Fields<'_>) -> Result<Self> {
         if let Some(from) = f.optional("staged_from", |f| {
             f.int("staged_from", "a CUDA device number")
@@ -539,15 +548,7 @@ impl TensorWire {
 
     /// False when the state alone locates the data (a CUDA IPC handle).
     pub fn needs_data(&self) -> bool {
-        !self.is_cuda_ipc()
-    }
-
-    fn is_cuda_ipc(&self) -> bool {
-        #[cfg(feature = "cuda")]
-        if let Route::CudaIpc(_) = self.route {
-            return true;
-        }
-        false
+        self.route.needs_data()
     }
 
     /// The tensor over `data` (`None` when [`TensorWire::needs_data`] is false).
@@ -689,11 +690,7 @@ impl TableWire {
 impl SoaWire {
     /// False when the state alone locates the data (a CUDA IPC handle).
     pub fn needs_data(&self) -> bool {
-        #[cfg(feature = "cuda")]
-        if let Route::CudaIpc(_) = self.route {
-            return false;
-        }
-        true
+        self.route.needs_data()
     }
 
     /// The table over `data` (`None` when [`SoaWire::needs_data`] is false).

@@ -5,7 +5,12 @@
 // its own on the GPU), the scores written into an output SoA the program also owns. The
 // release callbacks tell the program when its buffers are free.
 //
-//   cms_wrap MODEL.pt [cpu|cuda] [ROWS] [BATCH]
+//   cms_wrap MODEL.pt [cpu|cuda] [ROWS] [BATCH] [MODEL.pt2]
+//
+// With MODEL.pt2 (an AOTInductor package of the same model, examples/cpp/make_model.py
+// --aoti), every batch's views also go through AOTIModelPackageLoader, which must score them
+// as TorchScript does. A package runs with the strides it was exported with and checks none,
+// so the table's pitch must be the one written beside it (MODEL.pt2.pitch).
 //
 // The SoA, in declaration order, every column and every Eigen component padded to 128 bytes:
 //   SOA_SCALAR(float, bField)
@@ -25,8 +30,14 @@
 #include <string>
 #include <vector>
 
+#include <fstream>
+
 #include "checks.h"
 #include "zerohop.h"
+#if __has_include(<torch/csrc/inductor/aoti_package/model_package_loader.h>)
+#include <torch/csrc/inductor/aoti_package/model_package_loader.h>
+#define ZH_AOTI 1
+#endif
 #ifdef ZH_CMS_CUDA
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
@@ -108,12 +119,13 @@ at::Tensor export_tensor(zh_tensors* tensors, size_t i) {
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: %s MODEL.pt [cpu|cuda] [ROWS] [BATCH]\n", argv[0]);
+    std::fprintf(stderr, "usage: %s MODEL.pt [cpu|cuda] [ROWS] [BATCH] [MODEL.pt2]\n", argv[0]);
     return 2;
   }
   const std::string device = argc > 2 ? argv[2] : "cpu";
   const size_t rows = argc > 3 ? std::strtoul(argv[3], nullptr, 10) : 10000;
   const size_t batch = argc > 4 ? std::strtoul(argv[4], nullptr, 10) : 1000;
+  const std::string aoti_package = argc > 5 ? argv[5] : "";
   const bool on_cuda = device == "cuda";
 #ifndef ZH_CMS_CUDA
   if (on_cuda) {
@@ -245,6 +257,41 @@ int main(int argc, char** argv) {
 #endif
   check(views, std::to_string(batches) + " batches: every tensor is a view of the program's buffer");
   check(in_place, "every batch's scores landed in the program's output buffer");
+
+  if (!aoti_package.empty()) {
+#ifdef ZH_AOTI
+    size_t exported_pitch = 0;
+    std::ifstream(aoti_package + ".pitch") >> exported_pitch;
+    check(exported_pitch * sizeof(float) == layout.pitch,
+          "the AOTInductor package was exported for this table's pitch (" +
+              std::to_string(exported_pitch) + " elements)");
+    if (exported_pitch * sizeof(float) == layout.pitch) {
+      torch::inductor::AOTIModelPackageLoader aoti(aoti_package);
+      bool same = true, aoti_views = true;
+      for (size_t start = 0; start < rows; start += batch) {
+        zh_table* in_batch = nullptr;
+        must(zh_table_rows(tracks, start, std::min(rows, start + batch), &in_batch), "zh_table_rows");
+        zh_tensors* tensors = nullptr;
+        must(zh_map_apply(map, in_batch, &tensors), "zh_map_apply");
+        std::vector<at::Tensor> inputs;
+        std::vector<torch::jit::IValue> scripted;
+        for (size_t i = 0; i < zh_tensors_len(tensors); ++i) {
+          inputs.push_back(export_tensor(tensors, i));
+          scripted.emplace_back(inputs.back());
+        }
+        aoti_views &= inputs[0].data_ptr() == base + layout.pt + start * 4;
+        const at::Tensor compiled = aoti.run(inputs).at(0);
+        same &= torch::allclose(compiled.reshape(-1), model.forward(scripted).toTensor(), 1e-5, 1e-6);
+        zh_tensors_free(tensors);
+        zh_table_free(in_batch);
+      }
+      check(aoti_views && same,
+            "an AOTInductor package scores every batch's views (no copy) as TorchScript does");
+    }
+#else
+    check(false, "this libtorch has no AOTInductor package loader");
+#endif
+  }
 
   // The batches agree with one pass over the whole table (its tensors kept for below).
   zh_tensors* whole = nullptr;

@@ -90,7 +90,15 @@ print(sorted(found)[-1] if found else "")')
   g++ -std=c++20 -O1 -Wall -Werror "${TORCH_INC[@]}" "$ROOT/examples/cpp/cms_wrap.cpp" \
     "${CMS_CUDA[@]}" "${ZH_FLAGS[@]}" -Wl,-rpath,"$OUT" "${TORCH_LIB[@]}" -o "$OUT/cms_wrap"
   wait "$SOA_BUILD" || { echo "soa_inference.cpp did not compile"; exit 1; }
-  "$PY" "$ROOT/examples/cpp/make_model.py" "$OUT/track_scorer.pt"
+  # The same model as an AOTInductor package for the CMS example's table (its rows fix the
+  # pitch the package is exported for): on the CPU always, on "cuda" with ZH_AOTI=1 (a minute
+  # of compilation there).
+  AOTI_ARGS=()
+  if [[ $DEVICE == cpu || ${ZH_AOTI:-0} == 1 ]] && [[ ${ZH_AOTI:-1} != 0 ]]; then
+    AOTI_ARGS=(--aoti "$OUT/track_scorer.pt2" --rows "$((ROWS * 10))" --batch "$ROWS"
+      --device "$([[ $DEVICE == cuda ]] && echo cuda || echo cpu)")
+  fi
+  "$PY" "$ROOT/examples/cpp/make_model.py" "$OUT/track_scorer.pt" "${AOTI_ARGS[@]}"
   if [[ $DEVICE == bench ]]; then
     g++ -std=c++20 -O2 -Wall -Werror "${TORCH_INC[@]}" "$ROOT/examples/cpp/map_bench.cpp" \
       "${ZH_FLAGS[@]}" -Wl,-rpath,"$OUT" "${TORCH_LIB[@]}" -o "$OUT/map_bench"
@@ -104,4 +112,19 @@ fi
 "$OUT/smoke"
 [[ -x $OUT/cmake-consumer/consumer ]] && "$OUT/cmake-consumer/consumer"
 "$OUT/soa_inference" "$OUT/track_scorer.pt" "$DEVICE" "$ROWS"
-"$OUT/cms_wrap" "$OUT/track_scorer.pt" "$DEVICE" "$((ROWS * 10))" "$ROWS"
+PACKAGE=()
+[[ -f $OUT/track_scorer.pt2 && -n ${AOTI_ARGS[*]:-} ]] && PACKAGE=("$OUT/track_scorer.pt2")
+"$OUT/cms_wrap" "$OUT/track_scorer.pt" "$DEVICE" "$((ROWS * 10))" "$ROWS" "${PACKAGE[@]}"
+if [[ -n ${PACKAGE[*]:-} ]]; then
+  # A table of another row count has another pitch: the package would read the wrong
+  # elements without a word, so the example must refuse it.
+  if "$OUT/cms_wrap" "$OUT/track_scorer.pt" "$DEVICE" "$((ROWS * 10 + 64))" "$ROWS" \
+      "${PACKAGE[@]}" > "$OUT/cms_wrap_other_pitch.log" 2>&1 \
+      || ! grep -q "^FAIL the AOTInductor package was exported for this table's pitch" \
+        "$OUT/cms_wrap_other_pitch.log"; then
+    cat "$OUT/cms_wrap_other_pitch.log"
+    echo "FAILED: a table of another pitch was not refused for the AOTInductor package"
+    exit 1
+  fi
+  echo "ok   a table of another pitch is refused for the AOTInductor package"
+fi

@@ -118,28 +118,13 @@ fn shared_handle_of(value: &Value) -> Result<SharedHandle> {
     })
 }
 
-/// Host bytes as they travel: a handle when `shareable` and they lie in a shared segment,
-/// else the bytes (out of band from protocol 5).
-fn host_data(
-    start: *mut u8,
-    len: usize,
-    owner: Owner,
-    readonly: bool,
-    protocol: i32,
-    shareable: bool,
-) -> Result<Outgoing> {
-    if shareable && len > 0 {
-        if let Some(handle) = crate::memory::handle_for(start, len)? {
-            return Ok(Outgoing::Shared(shared_value(handle)));
-        }
+/// The handle of `start..start + len` when it lies in a shared segment and may travel as one
+/// (not while pickling for another machine, where no handle opens).
+fn shared_handle(start: *const u8, len: usize) -> Result<Option<SharedHandle>> {
+    if across_machines() || len == 0 {
+        return Ok(None);
     }
-    Ok(Outgoing::Bytes {
-        start,
-        len,
-        owner,
-        readonly,
-        out_of_band: protocol >= 5,
-    })
+    crate::memory::handle_for(start, len)
 }
 
 /// What a tensor sends: `view` (a copy when `is_copied`), produced on `stream`.
@@ -163,19 +148,19 @@ pub fn reduce_tensor(
         ));
     }
     let (state, start) = TensorState::of(view, is_copied)?;
-    let shareable = !across_machines();
-    let in_segment =
-        shareable && state.nbytes > 0 && crate::memory::handle_for(start, state.nbytes)?.is_some();
-    if protocol >= 5 || in_segment {
+    let data = match shared_handle(start, state.nbytes)? {
+        Some(handle) => Some(Outgoing::Shared(shared_value(handle))),
         // The whole span, strides and all: the receiver shares this memory.
-        let data = host_data(
+        None if protocol >= 5 => Some(Outgoing::Bytes {
             start,
-            state.nbytes,
-            view.owner().clone(),
-            view.is_readonly(),
-            protocol,
-            shareable,
-        )?;
+            len: state.nbytes,
+            owner: view.owner().clone(),
+            readonly: view.is_readonly(),
+            out_of_band: true,
+        }),
+        None => None,
+    };
+    if let Some(data) = data {
         return Ok(Reduced {
             state: tensor_state_value(&state).build(),
             data,
@@ -318,14 +303,16 @@ pub fn reduce_table(table: &Table, stream: Stream, protocol: i32) -> Result<Redu
             protocol,
         )?
     } else {
-        host_data(
-            start,
-            wire_state.nbytes,
-            Arc::new(t.buffer().clone()),
-            t.is_readonly(),
-            protocol,
-            !across_machines(),
-        )?
+        match shared_handle(start, wire_state.nbytes)? {
+            Some(handle) => Outgoing::Shared(shared_value(handle)),
+            None => Outgoing::Bytes {
+                start,
+                len: wire_state.nbytes,
+                owner: Arc::new(t.buffer().clone()),
+                readonly: t.is_readonly(),
+                out_of_band: protocol >= 5,
+            },
+        }
     };
     Ok(Reduced {
         state: state.build(),

@@ -140,17 +140,19 @@ pub(crate) fn to_framework<'py>(
     };
     match framework {
         None | Some("zerohop") => Ok(tensor()?.into_any()),
-        // Device data: torch's current stream waits on ours, then torch takes a capsule.
-        Some("torch") if on_cuda => {
-            let torch = py.import(intern!(py, "torch"))?;
-            let consumer = torch_current_stream(&torch, view.device().id)?;
-            if stream != 0 && stream != consumer {
-                zerohop::cuda::order_streams(
-                    view.device().id,
-                    zerohop::Stream(stream),
-                    zerohop::Stream(consumer),
-                )
-                .py()?;
+        Some("torch") => {
+            let torch = || py.import(intern!(py, "torch"));
+            if on_cuda {
+                // torch's current stream waits on ours (torch, given a capsule, asks nothing).
+                let consumer = torch_current_stream(torch()?.as_any(), view.device().id)?;
+                if stream != 0 && stream != consumer {
+                    zerohop::cuda::order_streams(
+                        view.device().id,
+                        zerohop::Stream(stream),
+                        zerohop::Stream(consumer),
+                    )
+                    .py()?;
+                }
             }
             let shared = if view.is_readonly() {
                 // Reaching here read-only means share_readonly=True (see above).
@@ -160,22 +162,15 @@ pub(crate) fn to_framework<'py>(
                 view.clone()
             };
             let managed = export_versioned(&shared, ExportOptions { is_copied: copied }).py()?;
-            let capsule = crate::protocols::capsule::versioned_capsule(py, managed)?;
-            torch.call_method1(dlpack, (capsule,))
-        }
-        Some("torch") => {
-            let managed = export_versioned(&view, ExportOptions { is_copied: copied }).py()?;
             if view.device().is_host_accessible() {
                 // C speed, no Python protocol calls; host memory needs no stream sync.
                 if let Some(t) = crate::base::exchange::torch_tensor_from_managed(py, managed)? {
                     return Ok(t);
                 }
             }
-            // torch takes a capsule directly, skipping two Python-level protocol calls: half
-            // the cost of `torch.from_dlpack(tensor)`.
+            // torch takes a capsule directly, skipping two Python-level protocol calls.
             let capsule = crate::protocols::capsule::versioned_capsule(py, managed)?;
-            py.import(intern!(py, "torch"))?
-                .call_method1(dlpack, (capsule,))
+            torch()?.call_method1(dlpack, (capsule,))
         }
         Some("numpy") => py
             .import(intern!(py, "numpy"))?

@@ -138,3 +138,26 @@ def test_zerohop_memory_is_aligned_for_every_consumer():
     for dtype in ("int8", "float64"):
         for shape in ((1,), (7, 3), (1000,)):
             assert zerohop.zeros(shape, dtype).data_ptr % 128 == 0
+
+
+def test_tensor_to_the_host_is_a_reported_copy_with_the_same_layout():
+    values = np.arange(24, dtype=np.float64).reshape(4, 6)
+    view = zerohop.from_dlpack(values[1:, ::-2])  # a negative stride, element 0 mid-span
+    copied = view.to("cpu")
+    assert copied.is_copied and not view.is_copied
+    assert copied.strides == view.strides and copied.shape == view.shape
+    assert copied.data_ptr != view.data_ptr
+    np.testing.assert_array_equal(np.from_dlpack(copied.copy()), values[1:, ::-2])
+    values[:] = -1  # the copy is its own memory
+    assert np.from_dlpack(copied.copy()).min() >= 0
+    frozen = values.copy()
+    frozen.flags.writeable = False
+    assert zerohop.from_dlpack(frozen).to("cpu").readonly
+
+
+def test_tensor_to_a_device_this_machine_lacks_fails_clearly():
+    t = zerohop.from_dlpack(np.zeros(3, dtype=np.float32))
+    with pytest.raises(ValueError, match="cuda:7|device"):
+        t.to("cuda:7")
+    with pytest.raises(ValueError, match="tpu"):
+        t.to("tpu")

@@ -41,7 +41,9 @@ def table_to_numpy() -> float:
         table["nope"]
     except zerohop.NoSuchColumnError as error:
         assert "nope" in str(error)
-    return float(x.sum()) + float(np.from_dlpack(kin).sum())
+    moved = table["x"].to("cpu")  # a copy, as a device column's would be
+    assert moved.is_copied
+    return float(x.sum()) + float(np.from_dlpack(kin).sum()) + float(moved.numpy()[0])
 
 
 def detection() -> float:

@@ -19,6 +19,7 @@ pub mod soa;
 pub mod tch_tensors;
 pub mod tensor;
 mod tensor_dims;
+mod tensor_moves;
 pub mod value;
 pub mod wire;
 

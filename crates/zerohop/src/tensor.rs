@@ -45,6 +45,31 @@ pub fn compact_strides(shape: &[i64]) -> Vec<i64> {
     strides
 }
 
+/// (bytes from the span's start to element 0, bytes of the span) of a strided layout: the
+/// memory between its lowest and highest element. Zero elements span nothing; `None` for a
+/// layout that is not one (negative extents, ranks that differ, overflow).
+pub fn span(shape: &[i64], strides: &[i64], itemsize: usize) -> Option<(i128, i128)> {
+    if shape.len() != strides.len() || shape.iter().any(|&n| n < 0) {
+        return None;
+    }
+    if shape.contains(&0) {
+        return Some((0, 0));
+    }
+    // Checked throughout: a hostile state may hold 64 axes of extent and stride near 2^63.
+    let (mut low, mut high) = (0i128, 0i128);
+    for (&n, &s) in shape.iter().zip(strides) {
+        let reach = i128::from(n - 1).checked_mul(i128::from(s))?;
+        if reach < 0 {
+            low = low.checked_add(reach)?;
+        } else {
+            high = high.checked_add(reach)?;
+        }
+    }
+    let item = i128::try_from(itemsize).ok()?;
+    let len = high.checked_sub(low)?.checked_add(1)?.checked_mul(item)?;
+    Some((low.checked_neg()?.checked_mul(item)?, len))
+}
+
 /// Number of elements, refusing negative extents and overflow.
 pub fn checked_numel(shape: &[i64]) -> Result<usize> {
     shape

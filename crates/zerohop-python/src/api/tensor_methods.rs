@@ -315,6 +315,27 @@ impl PyTensor {
         Ok(PyTensor::new(self.view.private_copy().py()?, true))
     }
 
+    /// This tensor copied to `device` ("cpu", "cuda:0", "cuda_host", …), as `Table.to` copies
+    /// a table: the memory between its first and last element, once, the layout kept,
+    /// enqueued on `stream` (a CUDA stream handle; default the legacy stream) after this
+    /// tensor's stream. A device copy carries that stream; a host copy is complete when this
+    /// returns. The result reports `is_copied`.
+    #[pyo3(signature = (device, *, stream=None))]
+    fn to(&self, py: Python<'_>, device: &str, stream: Option<usize>) -> PyResult<PyTensor> {
+        let resource = crate::tables::table::resource_for(device)?;
+        let stream = stream.unwrap_or(zerohop::cuda::LEGACY_STREAM.0);
+        let (view, produced_on) = (self.view.clone(), Stream(self.stream()));
+        let copied = py
+            .detach(move || view.moved_to(resource, Stream(stream), produced_on))
+            .py()?;
+        let on_cuda = copied.device().kind == DeviceKind::Cuda;
+        Ok(PyTensor::with_stream(
+            copied,
+            true,
+            if on_cuda { stream } else { 0 },
+        ))
+    }
+
     /// This tensor handed to `framework` ("torch", "jax", "numpy", "tensorflow"), sharing its
     /// memory with the rules of `Table.column`: read-only data goes to torch (which ignores
     /// the flag) only as a reported copy (`copy=True`) or on your word (`share_readonly=True`).

@@ -17,6 +17,7 @@ mod tensor;
 #[cfg(test)]
 mod tests;
 
+pub use crate::tensor::span;
 pub use crate::value::{DictBuilder, Fields, Value, MAX_DEPTH};
 pub use pickle::{
     across_machines, reduce_table, reduce_tensor, set_across_machines, Incoming, Outgoing, Rebuilt,
@@ -43,31 +44,6 @@ pub fn check_format(format: Option<u32>, shown: &str) -> Result<()> {
              it written by another version?)"
         ))),
     }
-}
-
-/// (bytes from the span's start to element 0, bytes of the span) of a strided layout: the
-/// memory between its lowest and highest element. Zero elements span nothing; `None` for a
-/// layout that is not one (negative extents, ranks that differ, overflow).
-pub fn span(shape: &[i64], strides: &[i64], itemsize: usize) -> Option<(i128, i128)> {
-    if shape.len() != strides.len() || shape.iter().any(|&n| n < 0) {
-        return None;
-    }
-    if shape.contains(&0) {
-        return Some((0, 0));
-    }
-    // Checked throughout: a hostile state may hold 64 axes of extent and stride near 2^63.
-    let (mut low, mut high) = (0i128, 0i128);
-    for (&n, &s) in shape.iter().zip(strides) {
-        let reach = i128::from(n - 1).checked_mul(i128::from(s))?;
-        if reach < 0 {
-            low = low.checked_add(reach)?;
-        } else {
-            high = high.checked_add(reach)?;
-        }
-    }
-    let item = i128::try_from(itemsize).ok()?;
-    let len = high.checked_sub(low)?.checked_add(1)?.checked_mul(item)?;
-    Some((low.checked_neg()?.checked_mul(item)?, len))
 }
 
 /// A dtype by the name `Display` gives it, lanes ("float32x4") included.

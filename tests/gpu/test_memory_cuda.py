@@ -50,6 +50,11 @@ def test_a_block_freed_on_one_stream_is_reused_on_another_only_after_its_work():
 
     # The race exists: B writing at once is overtaken by A's late write.
     p = pool.allocate(nbytes, stream=a.cuda_stream)
+    # Both kernels loaded first: CUDA loads a module lazily, at its first launch, and that load
+    # waits for the device, which serialises the streams (the race then never shows when this
+    # test is the process's first to fill or sleep).
+    as_torch(p, n).fill_(0.0)
+    torch.cuda._sleep(1)
     xa = late_fill_on_a(p)
     with torch.cuda.stream(b):
         xa.fill_(2.0)
@@ -145,6 +150,29 @@ def test_soa_tables_on_the_device_and_back():
     assert back["x"].numpy()[10] == 20.0
     fresh = zerohop.Table(schema, 10, device="cuda:0")
     assert torch.from_dlpack(fresh["p"]).abs().sum().item() == 0.0  # zero-filled
+
+
+def test_one_tensor_to_the_device_and_back_after_its_producer():
+    values = np.arange(3 * 1000, dtype=np.float32).reshape(1000, 3)
+    host = zerohop.from_dlpack(values[:, ::2])  # strided: the span travels, strides kept
+    stream = torch.cuda.Stream()
+    dev = host.to("cuda:0", stream=stream.cuda_stream)
+    assert dev.device == "cuda:0" and dev.is_copied and dev.stream == stream.cuda_stream
+    assert dev.strides == host.strides and dev.shape == host.shape
+    t = torch.from_dlpack(dev)  # ordered after the copy's stream
+    assert torch.equal(t.cpu(), torch.from_numpy(values[:, ::2].copy()))
+    # A producer still writing on its own stream when the copy is asked for: the copy waits.
+    late = torch.cuda.Stream()
+    with torch.cuda.stream(late):
+        torch.cuda._sleep(50_000_000)
+        big = torch.full((1 << 20,), 7.0, device="cuda")
+    source = zerohop.from_dlpack(big)  # torch orders its default stream, not `late`
+    source.set_stream(late.cuda_stream)  # the stream that writes it
+    back = source.to("cpu")
+    assert back.device == "cpu" and back.is_copied
+    assert float(np.from_dlpack(back).min()) == 7.0
+    with pytest.raises(ValueError, match="stream 0"):
+        host.to("cuda:0", stream=0)
 
 
 FRAMEWORKS_SCRIPT = textwrap.dedent(r"""

@@ -197,15 +197,12 @@ def run(config: Config, say: Callable[[str], object] = print) -> Result:
     from .plots import import_in_background, write_plots
 
     staging = Staging(config.out)
-    # torch is imported (and the GPU warmed up) on a thread. On the CPU that hides it behind
-    # reading the recording and detecting its beats, which need no torch. On the GPU, reading
-    # checks the device column through torch, so the job waits for the import first: the
-    # read's time in the report stays the read's own.
+    # torch is imported (and the GPU warmed up) on a thread, behind reading the recording and
+    # detecting its beats, which need no torch (on the GPU as on the CPU: zerohop's own
+    # kernels and copies).
     background = sources.TorchInBackground(config)
     plotting_ready = import_in_background() if config.plots else (lambda: None)
     with staging:
-        if config.device == "cuda":
-            background.ready()
         started = time.perf_counter()
         data = sources.load(config, say)
         stages: list[Stage] = []

@@ -23,8 +23,6 @@ import zerohop
 from .errors import EcgInputError
 
 if TYPE_CHECKING:
-    import torch
-
     from .._zerohop import Table, Tensor
     from .pipeline import Config
 
@@ -55,15 +53,17 @@ class Input:
     units: str | None
     truth: Truth | None
     stage: str
+    #: A host copy of a signal in device memory, once one was made (the reader's checks make
+    #: one): the figures draw from it.
+    host_copy: NDArray[Any] | None = None
 
     def numpy_signal(self) -> NDArray[Any]:
         """The signal as NumPy: a view on the host, a copy from device memory."""
-        if self.signal.__dlpack_device__()[0] == CUDA:
-            import torch
-
-            copied: NDArray[Any] = torch.from_dlpack(self.signal).cpu().numpy()
-            return copied
-        return np.from_dlpack(self.signal)
+        if self.signal.__dlpack_device__()[0] != CUDA:
+            return np.from_dlpack(self.signal)
+        if self.host_copy is None:
+            self.host_copy = np.from_dlpack(self.signal.to("cpu"))
+        return self.host_copy
 
 
 def require_torch() -> ModuleType:
@@ -341,7 +341,7 @@ def _from_csv(config: Config, say: Callable[[str], object]) -> Input:
                                 where, say)
     rate = config.rate
     notes: list[str] = []
-    first = _head(table[names[0]], on_gpu)
+    first = _head(table, names[0], on_gpu)
     timed = len(names) > 1 and is_time_axis(first)
     if config.column is not None:
         column = _column_by_name_or_index(names, config.column, where)
@@ -365,10 +365,11 @@ def _from_csv(config: Config, say: Callable[[str], object]) -> Input:
         filled = _fill_missing(values, column, config.fill, say)
         if filled:
             notes.append(filled)
-        if on_gpu:
-            signal = zerohop.from_dlpack(_to_device(values))
+        if on_gpu:  # --fill parses on the host: one explicit copy to the device
+            signal = zerohop.from_dlpack(values).to("cuda:0")
+    host_copy = None
     if on_gpu:
-        _check_device_signal(signal, column, where)
+        host_copy = _check_device_signal(signal, column, where)
         stage = "parse CSV into a zerohop Table in GPU memory"
     else:
         _check_signal(np.from_dlpack(signal), column, where)
@@ -376,34 +377,26 @@ def _from_csv(config: Config, say: Callable[[str], object]) -> Input:
     unit = units[names.index(column)] if units else None
     description = f"{path}, lead {column!r}" + "".join(f"; {n}" for n in notes)
     return Input(signal=signal, rate=rate, samples=len(table),
-                 description=description, units=unit, truth=None, stage=stage)
+                 description=description, units=unit, truth=None, stage=stage,
+                 host_copy=host_copy)
 
 
-def _to_device(values: NDArray[Any]) -> torch.Tensor:
-    """A host column moved to the GPU (an explicit copy: --fill on the GPU parses on the host)."""
-    import torch
-
-    return torch.from_numpy(values).to("cuda:0")
-
-
-def _head(column: Tensor, on_gpu: bool) -> NDArray[Any]:
+def _head(table: Table, name: str, on_gpu: bool) -> NDArray[Any]:
     """The first values of a column as NumPy (copied from the device when it is there)."""
     if not on_gpu:
-        return np.from_dlpack(column)
-    import torch
-
-    head: NDArray[Any] = torch.from_dlpack(column)[:TIME_HEAD].cpu().numpy()
-    return head
+        return np.from_dlpack(table[name])
+    return np.from_dlpack(table.rows(0, min(len(table), TIME_HEAD))[name].to("cpu"))
 
 
-def _check_device_signal(signal: Tensor, column: str, where: str) -> None:
-    """`_check_signal` for a column in device memory, reading back two numbers and a head.
-    Non-finite values never get here: the reader refuses them (nan="reject", empty="error")."""
-    import torch
-
-    t = torch.from_dlpack(signal)
-    low, high = (float(v) for v in torch.aminmax(t)) if len(t) else (None, None)
-    _check_shape_of_signal(low, high, t[:1000].cpu().numpy(), column, where)
+def _check_device_signal(signal: Tensor, column: str, where: str) -> NDArray[Any]:
+    """`_check_signal` for a column in device memory, on a host copy of it (returned: the
+    figures draw from it), so reading a file on the GPU needs no torch and runs while torch
+    is imported. Non-finite values never get here: the reader refuses them (nan="reject",
+    empty="error")."""
+    values: NDArray[Any] = np.from_dlpack(signal.to("cpu"))
+    low, high = (float(values.min()), float(values.max())) if len(values) else (None, None)
+    _check_shape_of_signal(low, high, values[:1000], column, where)
+    return values
 
 
 def _record_path(record: str | os.PathLike[str]) -> Path:

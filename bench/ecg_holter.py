@@ -5,7 +5,11 @@ noise) written with a time column in seconds and the lead in mV, then
 `import torch` included, plots included), timed from outside, with its peak memory.
 
     python bench/ecg_holter.py [--device cpu] [--device cuda] [--runs 2] [--hours 24]
-                               [--out bench/results/ecg_holter.md]
+                               [--compare PYTHONPATH] [--out bench/results/ecg_holter.md]
+
+`--compare PATH` runs each job a second time with PYTHONPATH=PATH (another build of zerohop),
+the two alternating run by run, this build first, so a change is measured against the
+previous build on one machine in one call.
 
 Goals (issue 26): on the GPU machine ≤ 12 s with its GPU and ≤ 40 s on its 16 CPU cores, on a
 2-core machine ≤ 2 min; the figures ≤ 2 s of it; peak memory ≤ 1.5 GiB on the CPU path.
@@ -56,9 +60,11 @@ def write_record(path, hours, seed=7):
     return len(mv), len(np.from_dlpack(peaks))
 
 
-def run_job(csv, device, out, show=False):
+def run_job(csv, device, out, show=False, pythonpath=None):
     cmd = [sys.executable, "-m", "zerohop.ecg", "--csv", csv, "--device", device, "--out", out]
-    done = subprocess.run([sys.executable, "-c", WRAPPER, *cmd], capture_output=True, text=True)
+    env = None if pythonpath is None else {**os.environ, "PYTHONPATH": pythonpath}
+    done = subprocess.run([sys.executable, "-c", WRAPPER, *cmd], capture_output=True, text=True,
+                          env=env)
     text = done.stdout + done.stderr
     if show:
         print(text, flush=True)
@@ -79,7 +85,10 @@ def main():
     parser.add_argument("--hours", type=float, default=24.0)
     parser.add_argument("--out")
     parser.add_argument("--show-output", action="store_true", help="print each job's output")
+    parser.add_argument("--compare", metavar="PYTHONPATH",
+                        help="also run each job with this PYTHONPATH (another build), alternating")
     args = parser.parse_args()
+    builds = [("this build", None)] + ([("compared", args.compare)] if args.compare else [])
     devices = args.device or ["cpu"]
     cores = os.cpu_count()
     with tempfile.TemporaryDirectory() as scratch:
@@ -98,18 +107,22 @@ def main():
             "`python -m zerohop.ecg --csv FILE --device D`, a fresh process per run, plots "
             "included; wall time from outside the process.",
             "",
-            "| device | run | wall (s) | read CSV (s) | training (s) | plots (s) | peak RSS (GiB) |",
-            "|---|---:|---:|---:|---:|---:|---:|",
+            "| device | build | run | wall (s) | read CSV (s) | training (s) | plots (s) | "
+            "peak RSS (GiB) |",
+            "|---|---|---:|---:|---:|---:|---:|---:|",
         ]
         verdicts = []
         for device in devices:
-            runs = [run_job(csv, device, os.path.join(scratch, f"out-{device}-{k}"),
-                            args.show_output)
-                    for k in range(args.runs)]
-            for k, r in enumerate(runs, 1):
-                lines.append(f"| {device} | {k} | {r['wall']:.2f} | {r['read']:.2f} | "
-                             f"{r['train']:.2f} | {r['plots']:.2f} | {r['peak'] / 2**30:.2f} |")
-                print(lines[-1], flush=True)
+            runs = []  # this build's: the verdict is about them
+            for k in range(1, args.runs + 1):
+                for n, (build, path) in enumerate(builds):
+                    r = run_job(csv, device, os.path.join(scratch, f"out-{device}-{k}-{n}"),
+                                args.show_output, path)
+                    if path is None:
+                        runs.append(r)
+                    lines.append(f"| {device} | {build} | {k} | {r['wall']:.2f} | {r['read']:.2f} | "
+                                 f"{r['train']:.2f} | {r['plots']:.2f} | {r['peak'] / 2**30:.2f} |")
+                    print(lines[-1], flush=True)
             best = min(r["wall"] for r in runs)
             goal = GOALS["cuda"] if device == "cuda" else GOALS["cpu"].get(cores)
             plots = max(r["plots"] for r in runs)

@@ -201,7 +201,6 @@ def run(config: Config, say: Callable[[str], object] = print) -> Result:
     # detecting its beats, which need no torch (on the GPU as on the CPU: zerohop's own
     # kernels and copies).
     background = sources.TorchInBackground(config)
-    plotting_ready = import_in_background() if config.plots else (lambda: None)
     with staging:
         started = time.perf_counter()
         data = sources.load(config, say)
@@ -238,6 +237,10 @@ def run(config: Config, say: Callable[[str], object] = print) -> Result:
         beats, params = seg["beats"], seg["params"]
         moved_to_host: list[int] = []
         torch = background.ready()
+        # matplotlib only now, on a thread of its own while the job trains: imported alongside
+        # torch, the two imports took turns with the interpreter and torch's, which the job
+        # waits for, ended ~0.5 s later.
+        plotting_ready = import_in_background() if config.plots else (lambda: None)
         from .vae import convergence_note, embed, train
 
         def host(name: _HostOutput) -> NDArray[Any]:

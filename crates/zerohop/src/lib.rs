@@ -7,6 +7,7 @@ pub mod buffer;
 #[cfg(feature = "cuda")]
 pub mod cuda;
 pub mod device;
+mod device_calls;
 pub mod dlpack;
 pub mod dtype;
 pub mod error;

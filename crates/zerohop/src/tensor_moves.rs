@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use crate::buffer::{Buffer, Owner};
 use crate::device::DeviceKind;
+use crate::device_calls::{copy_async, order_streams, synchronize};
 use crate::error::{Error, Result};
 use crate::memory::{MemoryResource, Stream, DEFAULT_ALIGNMENT};
 use crate::tensor::{span, TensorView};
@@ -86,28 +87,6 @@ impl TensorView {
             )
         }
     }
-}
-
-#[cfg(feature = "cuda")]
-use crate::cuda::{copy_async, order_streams, synchronize};
-
-#[cfg(not(feature = "cuda"))]
-fn order_streams(device: i32, _: Stream, _: Stream) -> Result<()> {
-    Err(Error::without_cuda(format!("a tensor on cuda:{device}")))
-}
-
-#[cfg(not(feature = "cuda"))]
-fn synchronize(device: i32, _: Stream) -> Result<()> {
-    Err(Error::without_cuda(format!("a tensor on cuda:{device}")))
-}
-
-/// # Safety
-/// As `cuda::copy_async`; without the cuda feature nothing is copied.
-#[cfg(not(feature = "cuda"))]
-unsafe fn copy_async(device: i32, _: *mut u8, _: *const u8, _: usize, _: Stream) -> Result<()> {
-    Err(Error::without_cuda(format!(
-        "a tensor copy to or from cuda:{device}"
-    )))
 }
 
 #[cfg(test)]

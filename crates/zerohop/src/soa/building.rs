@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use super::{ColumnKind, ColumnOptions, ColumnSpec, ComponentOrder, Schema, SoaTable, Table};
 use crate::device::{Device, DeviceKind};
+use crate::device_calls::{order_streams, synchronize};
 use crate::error::{Error, Result};
 use crate::memory::{MemoryResource, Stream};
 use crate::tensor::TensorView;
@@ -82,19 +83,6 @@ impl SoaTable {
         }
         Ok(copied)
     }
-}
-
-#[cfg(feature = "cuda")]
-use crate::cuda::{order_streams, synchronize};
-
-#[cfg(not(feature = "cuda"))]
-fn order_streams(device: i32, _: Stream, _: Stream) -> Result<()> {
-    Err(Error::without_cuda(format!("a table on cuda:{device}")))
-}
-
-#[cfg(not(feature = "cuda"))]
-fn synchronize(device: i32, _: Stream) -> Result<()> {
-    Err(Error::without_cuda(format!("a table on cuda:{device}")))
 }
 
 /// A schema item from a column's dtype and per-row shape.

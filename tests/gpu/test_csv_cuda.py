@@ -207,3 +207,25 @@ def test_the_ecg_job_reads_its_csv_on_the_gpu(tmp_path):
                         progress=False, out=tmp_path / "out"), say=lambda *_: None)
     assert result.stages[0][0] == "parse CSV into a zerohop Table in GPU memory"
     assert all(same for _, _, same in result.hand_offs)
+
+
+def test_a_lab_export_with_gaps_reads_and_draws_on_the_gpu_without_torch_in_the_read(tmp_path):
+    signal, *_ = ecg.synthesize(120, rate=250, seed=2)
+    values = np.from_dlpack(signal)
+    lines = [f"{k / 250:.4f},{v:.4f}" for k, v in enumerate(values)]
+    for k in (1000, 1001, 5000):  # blank cells: --fill interpolate
+        lines[k] = lines[k].split(",")[0] + ","
+    path = tmp_path / "export.csv"
+    path.write_text("time_s,MLII\n" + "\n".join(lines) + "\n")
+    from zerohop.ecg.pipeline import Config, run
+
+    result = run(Config(csv=path, device="cuda", fill="interpolate", epochs=1, plots=True,
+                        progress=False, out=tmp_path / "out"), say=lambda *_: None)
+    assert result.stages[0][0] == "parse CSV into a zerohop Table in GPU memory"
+    copied = dict((name, n) for name, _, n in result.stages)
+    back = next(n for name, n in copied.items() if name.startswith("device → host"))
+    assert back >= 4 * len(values)  # the signal's host copy is counted
+    assert result.plots["signal_peaks"].is_file()
+    report = result.report.read_text()
+    assert "30,000 samples at 250 Hz" in report  # the rate came from the time column
+    assert "3 missing sample(s) in column 'MLII' interpolated" in report

@@ -235,7 +235,9 @@ def run(config: Config, say: Callable[[str], object] = print) -> Result:
             copied = data.samples * 4 if name == "host→device" and signal_on_host else 0
             stages.append((name, seconds, copied))
         beats, params = seg["beats"], seg["params"]
-        moved_to_host: list[int] = []
+        # Explicit device → host copies, counted in the report: the signal's, when reading it
+        # made one (its checks and the figure read it), and stage outputs.
+        moved_to_host: list[int] = [data.host_copy.nbytes] if data.host_copy is not None else []
         torch = background.ready()
         # matplotlib only now, on a thread of its own while the job trains: imported alongside
         # torch, the two imports took turns with the interpreter and torch's, which the job
@@ -347,8 +349,8 @@ def run(config: Config, say: Callable[[str], object] = print) -> Result:
             stage("plots (matplotlib)", begun)
 
         if moved_to_host:
-            stages.append(("stage outputs device → host for the report and figures (explicit "
-                           "copies)", 0.0, sum(moved_to_host)))
+            stages.append(("device → host for the input's checks, the report and figures "
+                           "(explicit copies)", 0.0, sum(moved_to_host)))
         from .report import write_report
 
         report = write_report(

@@ -54,7 +54,7 @@ class Input:
     truth: Truth | None
     stage: str
     #: A host copy of a signal in device memory, once one was made (the reader's checks make
-    #: one): the figures draw from it.
+    #: one): the figures draw from it, and the report counts it.
     host_copy: NDArray[Any] | None = None
 
     def numpy_signal(self) -> NDArray[Any]:
@@ -369,7 +369,9 @@ def _from_csv(config: Config, say: Callable[[str], object]) -> Input:
             signal = zerohop.from_dlpack(values).to("cuda:0")
     host_copy = None
     if on_gpu:
-        host_copy = _check_device_signal(signal, column, where)
+        # With --fill the filled values are the host copy already.
+        host_copy = _check_device_signal(signal, column, where,
+                                         values if config.fill != "error" else None)
         stage = "parse CSV into a zerohop Table in GPU memory"
     else:
         _check_signal(np.from_dlpack(signal), column, where)
@@ -388,12 +390,14 @@ def _head(table: Table, name: str, on_gpu: bool) -> NDArray[Any]:
     return np.from_dlpack(table.rows(0, min(len(table), TIME_HEAD))[name].to("cpu"))
 
 
-def _check_device_signal(signal: Tensor, column: str, where: str) -> NDArray[Any]:
-    """`_check_signal` for a column in device memory, on a host copy of it (returned: the
-    figures draw from it), so reading a file on the GPU needs no torch and runs while torch
-    is imported. Non-finite values never get here: the reader refuses them (nan="reject",
-    empty="error")."""
-    values: NDArray[Any] = np.from_dlpack(signal.to("cpu"))
+def _check_device_signal(signal: Tensor, column: str, where: str,
+                         values: NDArray[Any] | None = None) -> NDArray[Any]:
+    """`_check_signal` for a column in device memory, on a host copy of it (`values`, or one
+    made here; returned: the figures draw from it), so reading a file on the GPU needs no
+    torch and runs while torch is imported. Non-finite values never get here: the reader
+    refuses them (nan="reject", empty="error") and --fill replaces them."""
+    if values is None:
+        values = np.from_dlpack(signal.to("cpu"))
     low, high = (float(values.min()), float(values.max())) if len(values) else (None, None)
     _check_shape_of_signal(low, high, values[:1000], column, where)
     return values

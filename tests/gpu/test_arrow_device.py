@@ -87,19 +87,10 @@ def test_a_cuda_tensor_exports_a_plain_device_array():
     assert back["values"].data_ptr == x.data_ptr and back["values"].shape == (8, 2)
 
 
-def test_the_sync_event_orders_the_consumer_after_the_producer():
+def test_the_sync_event_orders_the_consumer_after_the_producer(late_write):
     cupy = pytest.importorskip("cupy")  # imported before the race: it takes a while
     n = 1 << 22
-    producer, consumer = torch.cuda.Stream(), torch.cuda.Stream()
-    with torch.cuda.stream(consumer):
-        torch.ones(n, device="cuda").sum().item()  # warm the consumer's allocator
-    t = zerohop.zeros((n,), "float32", device="cuda:0")
-    xt = torch.from_dlpack(t)
-    torch.cuda.synchronize()
-    with torch.cuda.stream(producer):
-        torch.cuda._sleep(2_000_000_000)
-        xt.fill_(1.0)
-    t.set_stream(producer.cuda_stream)
+    t, xt, _, consumer = late_write(n, 2_000_000_000)
     table = zerohop.Table.from_tensors({"x": t})
     schema, array = table.__arrow_c_device_array__()
     _, event = device_array_fields(array)

@@ -198,18 +198,9 @@ def test_a_failed_driver_call_is_a_cuda_error_with_its_call_and_code():
     assert (code, name) == ("710", "CUDA_ERROR_ASSERT") and call, out.stdout
 
 
-def test_to_framework_hands_cuda_data_to_torchs_current_stream_without_a_copy():
+def test_to_framework_hands_cuda_data_to_torchs_current_stream_without_a_copy(late_write):
     n = 1 << 22
-    producer, consumer = torch.cuda.Stream(), torch.cuda.Stream()
-    with torch.cuda.stream(consumer):
-        torch.ones(n, device="cuda").sum().item()     # warm the consumer's allocator
-    t = zerohop.zeros((n,), "float32", device="cuda:0")
-    x = torch.from_dlpack(t)
-    torch.cuda.synchronize()
-    with torch.cuda.stream(producer):
-        torch.cuda._sleep(500_000_000)                # the data is written late on `producer`
-        x.fill_(1.0)
-    t.set_stream(producer.cuda_stream)
+    t, x, _, consumer = late_write(n, 500_000_000)  # written late on a producer stream
     with torch.cuda.stream(consumer):
         y = t.to_framework("torch")                   # torch's current stream: `consumer`
         seen = y.sum()

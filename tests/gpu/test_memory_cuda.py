@@ -152,7 +152,7 @@ def test_soa_tables_on_the_device_and_back():
     assert torch.from_dlpack(fresh["p"]).abs().sum().item() == 0.0  # zero-filled
 
 
-def test_one_tensor_to_the_device_and_back_after_its_producer():
+def test_one_tensor_to_the_device_and_back_after_its_producer(late_write):
     values = np.arange(3 * 1000, dtype=np.float32).reshape(1000, 3)
     host = zerohop.from_dlpack(values[:, ::2])  # strided: the span travels, strides kept
     stream = torch.cuda.Stream()
@@ -162,15 +162,10 @@ def test_one_tensor_to_the_device_and_back_after_its_producer():
     t = torch.from_dlpack(dev)  # ordered after the copy's stream
     assert torch.equal(t.cpu(), torch.from_numpy(values[:, ::2].copy()))
     # A producer still writing on its own stream when the copy is asked for: the copy waits.
-    late = torch.cuda.Stream()
-    with torch.cuda.stream(late):
-        torch.cuda._sleep(50_000_000)
-        big = torch.full((1 << 20,), 7.0, device="cuda")
-    source = zerohop.from_dlpack(big)  # torch orders its default stream, not `late`
-    source.set_stream(late.cuda_stream)  # the stream that writes it
+    source, *_ = late_write(1 << 20, 500_000_000)
     back = source.to("cpu")
     assert back.device == "cpu" and back.is_copied
-    assert float(np.from_dlpack(back).min()) == 7.0
+    assert float(np.from_dlpack(back).min()) == 1.0
     with pytest.raises(ValueError, match="stream 0"):
         host.to("cuda:0", stream=0)
 

@@ -16,6 +16,8 @@ pytestmark = pytest.mark.skipif(
     reason="needs a CUDA GPU and a CUDA build of torch",
 )
 
+from late_writer import written_late  # noqa: E402 - after the skips: it imports torch
+
 ctypes.pythonapi.PyCapsule_GetPointer.restype = ctypes.c_void_p
 ctypes.pythonapi.PyCapsule_GetPointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
 SYNC_EVENT_OFFSET = 96  # ArrowArray (80) + device_id (8) + device_type (4) + padding (4)
@@ -87,10 +89,10 @@ def test_a_cuda_tensor_exports_a_plain_device_array():
     assert back["values"].data_ptr == x.data_ptr and back["values"].shape == (8, 2)
 
 
-def test_the_sync_event_orders_the_consumer_after_the_producer(late_write):
+def test_the_sync_event_orders_the_consumer_after_the_producer():
     cupy = pytest.importorskip("cupy")  # imported before the race: it takes a while
     n = 1 << 22
-    t, xt, _, consumer = late_write(n, 2_000_000_000)
+    t, xt, _, consumer = written_late(n, 2_000_000_000)
     table = zerohop.Table.from_tensors({"x": t})
     schema, array = table.__arrow_c_device_array__()
     _, event = device_array_fields(array)

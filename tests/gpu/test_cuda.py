@@ -14,6 +14,8 @@ pytestmark = pytest.mark.skipif(
     reason="needs a CUDA GPU and a CUDA build of torch",
 )
 
+from late_writer import written_late  # noqa: E402 - after the skips: it imports torch
+
 
 def filled(n=1024, dtype="float32"):
     t = zerohop.zeros((n,), dtype, device="cuda:0")
@@ -198,9 +200,9 @@ def test_a_failed_driver_call_is_a_cuda_error_with_its_call_and_code():
     assert (code, name) == ("710", "CUDA_ERROR_ASSERT") and call, out.stdout
 
 
-def test_to_framework_hands_cuda_data_to_torchs_current_stream_without_a_copy(late_write):
+def test_to_framework_hands_cuda_data_to_torchs_current_stream_without_a_copy():
     n = 1 << 22
-    t, x, _, consumer = late_write(n, 500_000_000)  # written late on a producer stream
+    t, x, _, consumer = written_late(n, 500_000_000)  # written late on a producer stream
     with torch.cuda.stream(consumer):
         y = t.to_framework("torch")                   # torch's current stream: `consumer`
         seen = y.sum()

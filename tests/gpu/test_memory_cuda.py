@@ -19,6 +19,8 @@ pytestmark = pytest.mark.skipif(
     reason="needs a CUDA GPU and a CUDA build of torch",
 )
 
+from late_writer import written_late  # noqa: E402 - after the skips: it imports torch
+
 
 class RawDevice:
     """A CUDA array interface over a raw device address, for wrapping pool blocks."""
@@ -152,7 +154,7 @@ def test_soa_tables_on_the_device_and_back():
     assert torch.from_dlpack(fresh["p"]).abs().sum().item() == 0.0  # zero-filled
 
 
-def test_one_tensor_to_the_device_and_back_after_its_producer(late_write):
+def test_one_tensor_to_the_device_and_back_after_its_producer():
     values = np.arange(3 * 1000, dtype=np.float32).reshape(1000, 3)
     host = zerohop.from_dlpack(values[:, ::2])  # strided: the span travels, strides kept
     stream = torch.cuda.Stream()
@@ -162,7 +164,7 @@ def test_one_tensor_to_the_device_and_back_after_its_producer(late_write):
     t = torch.from_dlpack(dev)  # ordered after the copy's stream
     assert torch.equal(t.cpu(), torch.from_numpy(values[:, ::2].copy()))
     # A producer still writing on its own stream when the copy is asked for: the copy waits.
-    source, *_ = late_write(1 << 20, 500_000_000)
+    source, *_ = written_late(1 << 20, 500_000_000)
     back = source.to("cpu")
     assert back.device == "cpu" and back.is_copied
     assert float(np.from_dlpack(back).min()) == 1.0

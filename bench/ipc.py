@@ -7,7 +7,7 @@ Each hand-off is a round trip over a multiprocessing pipe to a long-lived consum
 send the object, the consumer unpickles it and reads its first and last elements, and answers.
 With --write the consumer also adds 1 to the first element through a torch view and (CUDA)
 synchronises the device before it answers, as a consumer that works on the data would; the
-table then gives the consumer's own share too (making the torch view; the write and the
+table then gives the consumer's own shares too (making the torch view; the write; the
 synchronisation). Prints µs per hand-off (median of `--repeat`) for 1 MiB to 1 GiB, and the
 paired ratio per size (the median of the two makers' per-round ratios, each round running
 both back to back); the goal is zerohop at or below torch.multiprocessing at every size by
@@ -31,18 +31,21 @@ from benchlib import emit
 
 def consumer(conn, kind, write, view="dlpack"):
     """Receives objects until None; answers with the first and last element it reads and the
-    seconds it took to make its view and (with `write`) to write and synchronise."""
+    seconds it took to make its view and (with `write`) to write and to synchronise."""
     import torch
 
-    if kind.startswith("torch"):
+    if kind.startswith("torch") or kind == "any-cuda":
         import torch.multiprocessing  # noqa: F401 - installs torch's reducers
     import zerohop  # noqa: F401 - the rebuild functions
 
+    shared = kind == "any-cuda"
     while True:
         obj = conn.recv()
         if obj is None:
             return
         begun = time.perf_counter()
+        if shared:
+            kind = "torch-cuda" if isinstance(obj, torch.Tensor) else "zerohop-cuda"
         if kind == "zerohop-cuda":
             # CUDA array interface (v3, with the stream), DLPack (both standard views), or
             # zerohop's own hand-over (torch's raw current stream, then a capsule).
@@ -58,17 +61,18 @@ def consumer(conn, kind, write, view="dlpack"):
             x = torch.from_dlpack(obj) if write else np.from_dlpack(obj)
         else:
             x = torch.from_numpy(obj) if write else np.asarray(obj)
-        viewed = time.perf_counter()
+        viewed = written = time.perf_counter()
         if write:
             x[0] += 1
+            written = time.perf_counter()
             if x.device.type == "cuda":
                 torch.cuda.synchronize()
-        written = time.perf_counter()
-        conn.send((float(x[0]), float(x[-1]), viewed - begun, written - viewed))
+        synced = time.perf_counter()
+        conn.send((float(x[0]), float(x[-1]), viewed - begun, written - viewed, synced - written))
         del obj, x
 
 
-def producers(cuda):
+def producers(cuda, event=False):
     import torch
 
     import zerohop
@@ -112,14 +116,33 @@ def producers(cuda):
         torch.cuda.synchronize()
         return t
 
-    return {"zerohop (CUDA IPC)": ("zerohop-cuda", zerohop_cuda),
-            "torch.multiprocessing (CUDA)": ("torch-cuda", torch_cuda)}
+    makers = {"zerohop (CUDA IPC)": ("zerohop-cuda", zerohop_cuda),
+              "torch.multiprocessing (CUDA)": ("torch-cuda", torch_cuda)}
+    if event:
+        class WithWorkLeft:
+            """Pickles as its zerohop tensor, after queuing ~1 µs of GPU work on the tensor's
+            stream: the handle then carries an event (a finished stream's carries none)."""
+
+            def __init__(self, n):
+                self.stream = torch.cuda.Stream()
+                self.tensor = zerohop_cuda(n)
+                self.tensor.set_stream(self.stream.cuda_stream)
+
+            def __reduce_ex__(self, protocol):
+                with torch.cuda.stream(self.stream):
+                    torch.cuda._sleep(20_000)
+                return self.tensor.__reduce_ex__(protocol)
+
+        makers["zerohop (CUDA IPC, an event)"] = ("zerohop-cuda", WithWorkLeft)
+    return makers
 
 
-def measure(makers, sizes, repeat, write=False, warmup=20, view="dlpack", per_allocation=10):
+def measure(makers, sizes, repeat, write=False, warmup=20, view="dlpack", per_allocation=10,
+            one_consumer=False):
     """µs per round trip (median of `repeat`, after `warmup` round trips before the first size
-    and one more at each size) and the consumer's view and
-    write shares, for every maker at every size. Each maker has a consumer of its own, and
+    and one more at each size) and the consumer's view, write and synchronisation shares,
+    for every maker at every size. Each maker has a consumer of its own (with
+    `one_consumer`, CUDA makers share one), and
     the makers take turns round by round (their order swapped every round), so a drift of the
     machine (clocks, other work) falls on all of them alike."""
     import torch.multiprocessing as tmp
@@ -128,7 +151,11 @@ def measure(makers, sizes, repeat, write=False, warmup=20, view="dlpack", per_al
     ctx = tmp.get_context("spawn")
     ends = {}
     for name, (kind, _) in makers.items():
+        if one_consumer and ends:
+            ends[name] = next(iter(ends.values()))
+            continue
         parent, child = ctx.Pipe()
+        kind = "any-cuda" if one_consumer else kind
         process = ctx.Process(target=consumer, args=(child, kind, write, view))
         process.start()
         ends[name] = (parent, process)
@@ -143,7 +170,7 @@ def measure(makers, sizes, repeat, write=False, warmup=20, view="dlpack", per_al
                 ends[name][0].recv()
         del objs
         for nbytes in sizes:
-            samples = {name: ([], [], []) for name in makers}
+            samples = {name: ([], [], [], []) for name in makers}
             firsts = {}
             order = list(makers)
             kept = []
@@ -160,9 +187,9 @@ def measure(makers, sizes, repeat, write=False, warmup=20, view="dlpack", per_al
                     parent = ends[name][0]
                     started = time.perf_counter()
                     parent.send(objs[name])
-                    first, last, view_s, write_s = parent.recv()
+                    first, last, *shares = parent.recv()
                     elapsed = time.perf_counter() - started
-                    for series, value in zip(samples[name], (elapsed, view_s, write_s)):
+                    for series, value in zip(samples[name], (elapsed, *shares)):
                         series.append(value)
                     firsts[name] = firsts.get(name, 0) + 1
                     assert first == firsts[name] or kind_of[name] == "numpy" or not write, \
@@ -174,7 +201,7 @@ def measure(makers, sizes, repeat, write=False, warmup=20, view="dlpack", per_al
                                               for t in samples[name]) + (samples[name][0][1:],)
             del objs, kept
     finally:
-        for parent, process in ends.values():
+        for parent, process in dict.fromkeys(ends.values()):
             parent.send(None)
             process.join(timeout=60)
     return results
@@ -203,12 +230,20 @@ def main():
                         help="how the zerohop consumer makes its torch view: torch.from_dlpack, "
                              "torch.as_tensor (CUDA array interface) or "
                              "Tensor.to_framework('torch')")
+    parser.add_argument("--event", action="store_true",
+                        help="with --cuda, a third maker: zerohop tensors whose stream has work "
+                             "left when pickled, so that their handles carry an event")
+    parser.add_argument("--one-consumer", action="store_true",
+                        help="with --cuda, one consumer process for every maker (a pipeline's "
+                             "two processes), instead of one each: a GPU switching between "
+                             "several consumers' contexts costs each round trip ~100 µs")
     parser.add_argument("--out")
     args = parser.parse_args()
     sizes = [1 << 20 << k for k in range(0, 11) if (1 << k) <= args.max_mib]
-    measured = measure(producers(args.cuda), sizes, args.repeat, args.write,
+    measured = measure(producers(args.cuda, args.event), sizes, args.repeat, args.write,
                        view=args.cuda_view,
-                       per_allocation=10 if args.cuda else args.repeat + 1)
+                       per_allocation=10 if args.cuda else args.repeat + 1,
+                       one_consumer=args.one_consumer and args.cuda)
     columns = {name: {size: m[size][0] for size in sizes} for name, m in measured.items()}
     names = list(columns)
     where = (f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
@@ -218,22 +253,24 @@ def main():
         f"round trip (median of {args.repeat})"
         + (", the consumer writing and synchronising" if args.write else ""),
         "",
-        f"- date: {date.today()}; {where}",
+        f"- date: {date.today()}; {where}; "
+        + ("one consumer process for every maker" if args.one_consumer and args.cuda else
+           "a consumer process for each maker"),
         "",
         "| size | " + " | ".join(names) + f" | {names[0]} / {names[1]} |"
-        + ("".join(f" {n}: view; write + sync |" for n in names) if args.write else ""),
+        + ("".join(f" {n}: view; write; sync |" for n in names) if args.write else ""),
         "|---|" + "---|" * (len(names) + 1) + ("---|" * len(names) if args.write else ""),
     ]
     for nbytes in sizes:
         row = [f"{columns[n][nbytes]:.0f}" for n in names]
         ratio = columns[names[0]][nbytes] / columns[names[1]][nbytes]
-        parts = "".join(f" {measured[n][nbytes][1]:.0f}; {measured[n][nbytes][2]:.0f} |"
-                        for n in names) if args.write else ""
+        parts = "".join(" " + "; ".join(f"{share:.0f}" for share in measured[n][nbytes][1:4])
+                        + " |" for n in names) if args.write else ""
         lines.append(f"| {nbytes >> 20} MiB | " + " | ".join(row) + f" | {ratio:.2f}× |"
                      + parts)
     first, last = (columns[names[0]][s] for s in (sizes[0], sizes[-1]))
     worst = max(columns[names[0]][s] / columns[names[1]][s] for s in sizes)
-    paired = {s: paired_ratio(measured[names[0]][s][3], measured[names[1]][s][3])
+    paired = {s: paired_ratio(measured[names[0]][s][4], measured[names[1]][s][4])
               for s in sizes}
     worst_paired = max(paired.values())
     lines += [

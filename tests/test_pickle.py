@@ -351,6 +351,24 @@ def test_wrong_types_and_versions_are_refused():
             table_rebuild(fmt, dict(tstate, **change), tdata)
 
 
+def test_a_cuda_handles_event_is_64_bytes_or_none():
+    """None: the producer's stream had finished, nothing to wait for. Any other value is
+    checked before the driver is asked anything (here: the machine check refuses the rest)."""
+    rebuild, (fmt, state, data) = zerohop.zeros((10,), "float32").__reduce_ex__(5)
+    handle = dict(memory=bytes(64), event=bytes(64), offset=0, bytes=40,
+                  device_uuid=bytes(16), pid=1, boot_id="0" * 36)
+    for event in (bytes(64), None):
+        with pytest.raises(ValueError, match="made on another machine"):
+            rebuild(fmt, dict(state, cuda_ipc=dict(handle, event=event)), None)
+    with pytest.raises(ValueError, match='"event" has 3 bytes, not 64'):
+        rebuild(fmt, dict(state, cuda_ipc=dict(handle, event=b"abc")), None)
+    with pytest.raises(TypeError, match='"event" must be bytes, got 7'):
+        rebuild(fmt, dict(state, cuda_ipc=dict(handle, event=7)), None)
+    no_event = {k: v for k, v in handle.items() if k != "event"}
+    with pytest.raises(ValueError, match='lacks "event"'):
+        rebuild(fmt, dict(state, cuda_ipc=no_event), None)
+
+
 def test_device_tensors_travel_by_cuda_ipc_or_not_at_all():
     from test_hostile_inputs import HostileProducer
 

@@ -41,6 +41,28 @@ def consume(tmp_path, data, view="dlpack"):
     return out.stdout.split()
 
 
+class ReadyConsumer:
+    """A consumer started (torch imported, CUDA up) before the producer queues its work, so
+    that it unpickles within milliseconds of the pickle: a consumer started afterwards takes
+    longer to start than the producer's late work takes to finish, and would read complete
+    data even if nothing ordered it."""
+
+    def __init__(self, tmp_path, view="dlpack"):
+        self.path = tmp_path / "tensor.pickle"
+        script = ("import sys, torch\ntorch.zeros(1, device='cuda')\nprint('ready', flush=True)\n"
+                  "sys.argv[1:] = [sys.stdin.readline().strip(), sys.argv[1]]\n" + CONSUMER)
+        self.process = subprocess.Popen([sys.executable, "-c", script, view], text=True,
+                                        stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                        stderr=subprocess.PIPE)
+        assert self.process.stdout.readline().strip() == "ready", self.process.stderr.read()
+
+    def consume(self, data):
+        self.path.write_bytes(data)
+        out, err = self.process.communicate(f"{self.path}\n", timeout=120)
+        assert self.process.returncode == 0, err
+        return out.split()
+
+
 @pytest.mark.parametrize("protocol,view", [(2, "dlpack"), (5, "dlpack"), (5, "cai")])
 def test_another_process_maps_the_same_device_memory(tmp_path, protocol, view):
     n = 1 << 20
@@ -57,14 +79,48 @@ def test_another_process_maps_the_same_device_memory(tmp_path, protocol, view):
 def test_the_consumer_waits_for_the_producers_stream(tmp_path, view):
     n = 1 << 22
     t = torch.zeros(n, dtype=torch.int64, device="cuda")
+    consumer = ReadyConsumer(tmp_path, view)
     producer = torch.cuda.Stream()
     with torch.cuda.stream(producer):
         torch.cuda._sleep(2_000_000_000)      # ~1 s of GPU time before the data is written
         t.fill_(3)
     z = zerohop.from_dlpack(t)
     z.set_stream(producer.cuda_stream)        # the data is produced on `producer`
-    device, total, _ = consume(tmp_path, pickle.dumps(z, protocol=5), view)
+    data = pickle.dumps(z, protocol=5)
+    assert z.__reduce_ex__(5)[1][1]["cuda_ipc"]["event"] is not None, "work left: an event"
+    device, total, _ = consumer.consume(data)
     assert int(total) == 3 * n, "the consumer read before the producer's stream was done"
+
+
+def test_a_finished_stream_sends_no_event(tmp_path):
+    """Nothing left on the producer's stream: the handle carries no event (neither side
+    makes, opens or waits on one), and the data is complete."""
+    n = 1 << 20
+    t = torch.full((n,), 2, dtype=torch.int64, device="cuda")
+    torch.cuda.synchronize()
+    z = zerohop.from_dlpack(t)
+    state = z.__reduce_ex__(5)[1][1]
+    assert state["cuda_ipc"]["event"] is None
+    device, total, same = consume(tmp_path, pickle.dumps(z, protocol=5))
+    assert int(total) == 2 * n and same == "True"
+
+
+def test_the_legacy_stream_covers_blocking_streams_it_was_not_told_about(tmp_path):
+    """Data written late on a blocking stream (CuPy's default kind) that the tensor does not
+    name, its stream the legacy default one: work on that stream waits for blocking streams,
+    so the export must too, event or not."""
+    cupy = pytest.importorskip("cupy")
+    n = 1 << 22
+    t = torch.zeros(n, dtype=torch.int64, device="cuda")
+    torch.cuda.synchronize()
+    consumer = ReadyConsumer(tmp_path)
+    blocking = cupy.cuda.Stream(non_blocking=False)
+    with torch.cuda.stream(torch.cuda.ExternalStream(blocking.ptr)):
+        torch.cuda._sleep(2_000_000_000)      # ~1 s of GPU time before the data is written
+        t.fill_(5)
+    z = zerohop.from_dlpack(t)                # ordered on the legacy stream, not `blocking`
+    device, total, _ = consumer.consume(pickle.dumps(z, protocol=5))
+    assert int(total) == 5 * n, "the consumer read before the blocking stream was done"
 
 
 def test_views_keep_their_offset_and_strides(tmp_path):

@@ -6,6 +6,10 @@
 //! (`cuMemAllocAsync`) has no such handle; exporting it is refused. The producer must keep the
 //! memory (and the event) alive until the consumer has opened them: a handle does not hold
 //! the allocation, and opening one whose producer freed the memory or exited fails cleanly.
+//!
+//! When the producer's stream has no work left at export, the handle carries no event: the
+//! data is complete, so there is nothing to wait for, and both sides skip the interprocess
+//! event's calls (creating, recording and naming it; opening, waiting on and destroying it).
 
 use cudarc::driver::{result, sys};
 
@@ -42,7 +46,8 @@ pub fn check_machine(boot_id: &str) -> Result<()> {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct IpcHandle {
     pub memory: [u8; HANDLE_BYTES],
-    pub event: [u8; HANDLE_BYTES],
+    /// The producer's interprocess event; `None` when its stream had finished at export.
+    pub event: Option<[u8; HANDLE_BYTES]>,
     pub offset: usize,
     pub bytes: usize,
     /// The device's UUID: ordinals differ between processes (CUDA_VISIBLE_DEVICES).
@@ -82,7 +87,50 @@ fn device_uuid(device: i32) -> Result<[u8; 16]> {
     Ok(uuid.bytes.map(|b| b as u8))
 }
 
-/// Exports `bytes` at `ptr` on `device`, ordered after the work queued on `stream`.
+/// Whether every operation queued on `stream` has completed. An error counts as work left:
+/// the event's calls then report it.
+///
+/// # Safety
+/// `stream` must be a valid stream handle of the bound context (or 1/2 for the default
+/// streams).
+unsafe fn is_idle(stream: Stream) -> bool {
+    // SAFETY: a query of the caller's stream; it changes nothing.
+    let status = unsafe { sys::cuStreamQuery(stream_handle(stream)) };
+    status == sys::CUresult::CUDA_SUCCESS
+}
+
+/// An interprocess event recorded on `stream`, and its handle.
+///
+/// # Safety
+/// As [`is_idle`].
+unsafe fn recorded_event(
+    device: i32,
+    stream: Stream,
+) -> Result<([u8; HANDLE_BYTES], ExportedEvent)> {
+    let flags = sys::CUevent_flags::CU_EVENT_DISABLE_TIMING as u32
+        | sys::CUevent_flags::CU_EVENT_INTERPROCESS as u32;
+    let mut raw: sys::CUevent = std::ptr::null_mut();
+    // SAFETY: writes one event handle in the bound context.
+    unsafe { sys::cuEventCreate(&mut raw, flags) }
+        .result()
+        .map_err(|e| driver_error("interprocess event", e))?;
+    let exported = ExportedEvent { device, event: raw };
+    // SAFETY: a fresh event; the stream is the caller's (see the contract).
+    unsafe { sys::cuEventRecord(raw, stream_handle(stream)) }
+        .result()
+        .map_err(|e| driver_error("event record", e))?;
+    let mut event = sys::CUipcEventHandle {
+        reserved: [0; HANDLE_BYTES],
+    };
+    // SAFETY: an interprocess event of this context; writes the handle.
+    unsafe { sys::cuIpcGetEventHandle(&mut event, raw) }
+        .result()
+        .map_err(|e| driver_error("event handle", e))?;
+    Ok((event.reserved.map(|b| b as u8), exported))
+}
+
+/// Exports `bytes` at `ptr` on `device`, ordered after the work queued on `stream`: by an
+/// interprocess event recorded on it, or by none when it has no work left.
 ///
 /// # Safety
 /// `ptr..ptr + bytes` must be live device memory of `device`, and `stream` a valid stream
@@ -92,7 +140,7 @@ pub unsafe fn export(
     ptr: usize,
     bytes: usize,
     stream: Stream,
-) -> Result<(IpcHandle, ExportedEvent)> {
+) -> Result<(IpcHandle, Option<ExportedEvent>)> {
     bind(device)?;
     let (mut base, mut size): (sys::CUdeviceptr, usize) = (0, 0);
     // SAFETY: writes two values; the driver validates the pointer.
@@ -119,28 +167,17 @@ pub unsafe fn export(
                  over it)"
             ))
         })?;
-    let flags = sys::CUevent_flags::CU_EVENT_DISABLE_TIMING as u32
-        | sys::CUevent_flags::CU_EVENT_INTERPROCESS as u32;
-    let mut raw: sys::CUevent = std::ptr::null_mut();
-    // SAFETY: writes one event handle in the bound context.
-    unsafe { sys::cuEventCreate(&mut raw, flags) }
-        .result()
-        .map_err(|e| driver_error("interprocess event", e))?;
-    let exported = ExportedEvent { device, event: raw };
-    // SAFETY: a fresh event; the stream is the caller's (see the contract).
-    unsafe { sys::cuEventRecord(raw, stream_handle(stream)) }
-        .result()
-        .map_err(|e| driver_error("event record", e))?;
-    let mut event = sys::CUipcEventHandle {
-        reserved: [0; HANDLE_BYTES],
+    // SAFETY: the caller's stream of the bound context (see the contract).
+    let (event, exported) = if unsafe { is_idle(stream) } {
+        (None, None)
+    } else {
+        // SAFETY: as above.
+        let (event, exported) = unsafe { recorded_event(device, stream) }?;
+        (Some(event), Some(exported))
     };
-    // SAFETY: an interprocess event of this context; writes the handle.
-    unsafe { sys::cuIpcGetEventHandle(&mut event, raw) }
-        .result()
-        .map_err(|e| driver_error("event handle", e))?;
     let handle = IpcHandle {
         memory: memory.reserved.map(|b| b as u8),
-        event: event.reserved.map(|b| b as u8),
+        event,
         offset,
         bytes,
         device_uuid: device_uuid(device)?,
@@ -237,8 +274,16 @@ pub fn import(handle: &IpcHandle, stream: Stream) -> Result<ImportedMemory> {
         ptr: base as usize + handle.offset,
         bytes: handle.bytes,
     };
+    if let Some(event) = handle.event {
+        wait_for(&event, stream)?;
+    }
+    Ok(imported)
+}
+
+/// Makes `stream` wait for the producer's interprocess `event`.
+fn wait_for(event: &[u8; HANDLE_BYTES], stream: Stream) -> Result<()> {
     let event = sys::CUipcEventHandle {
-        reserved: handle.event.map(|b| b as _),
+        reserved: event.map(|b| b as _),
     };
     let mut raw: sys::CUevent = std::ptr::null_mut();
     // SAFETY: writes one event handle; the driver checks the handle.
@@ -252,6 +297,5 @@ pub fn import(handle: &IpcHandle, stream: Stream) -> Result<ImportedMemory> {
         let _ = sys::cuEventDestroy_v2(raw).result();
         waited
     };
-    waited.map_err(|e| driver_error("wait for the producer's event", e))?;
-    Ok(imported)
+    waited.map_err(|e| driver_error("wait for the producer's event", e))
 }

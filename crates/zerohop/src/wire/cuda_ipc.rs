@@ -4,7 +4,8 @@
 //!
 //! The producer must keep the memory alive until the consumer has unpickled it (a handle does
 //! not hold the allocation). It keeps the events of its most recent exports, which consumers
-//! open; older ones are destroyed.
+//! open; older ones are destroyed. A state whose `event` is None was exported from a stream
+//! with no work left: the consumer has nothing to wait for.
 
 use std::collections::VecDeque;
 use std::ptr::NonNull;
@@ -30,16 +31,19 @@ static EXPORTED: Mutex<VecDeque<ExportedEvent>> = Mutex::new(VecDeque::new());
 pub unsafe fn export(device: i32, start: usize, len: usize, stream: Stream) -> Result<Value> {
     // SAFETY: guaranteed by the caller.
     let (handle, event) = unsafe { ipc::export(device, start, len, stream) }?;
-    {
+    if let Some(event) = event {
         let mut kept = EXPORTED.lock().unwrap_or_else(|p| p.into_inner());
         if kept.len() == KEPT_EVENTS {
             kept.pop_front();
         }
         kept.push_back(event);
     }
+    let event = handle
+        .event
+        .map_or(Value::None, |e| Value::Bytes(e.to_vec()));
     Ok(DictBuilder::new()
         .set("memory", Value::Bytes(handle.memory.to_vec()))
-        .set("event", Value::Bytes(handle.event.to_vec()))
+        .set("event", event)
         .set("offset", Value::count(handle.offset))
         .set("bytes", Value::count(handle.bytes))
         .set("device_uuid", Value::Bytes(handle.device_uuid.to_vec()))
@@ -52,7 +56,10 @@ pub unsafe fn export(device: i32, start: usize, len: usize, stream: Stream) -> R
 pub fn handle_of(fields: &Fields<'_>) -> Result<IpcHandle> {
     Ok(IpcHandle {
         memory: fields.bytes::<HANDLE_BYTES>("memory")?,
-        event: fields.bytes::<HANDLE_BYTES>("event")?,
+        event: match fields.required("event")? {
+            Value::None => None,
+            _ => Some(fields.bytes::<HANDLE_BYTES>("event")?),
+        },
         offset: fields.int("offset", "a byte offset")?,
         bytes: fields.int("bytes", "a byte count")?,
         device_uuid: fields.bytes::<16>("device_uuid")?,

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, TypeAlias, TypeVar, cast
@@ -187,21 +188,27 @@ def _check_detection(r_peaks: NDArray[Any], signal_source: str, rate: float) -> 
 
 
 #: The stage outputs the report and figures read on the host.
-_HostOutput: TypeAlias = Literal["r_peaks", "beat_peaks", "beats"]
+_HostOutput: TypeAlias = Literal["r_peaks", "beat_peaks"]
 
 
 def run(config: Config, say: Callable[[str], object] = print) -> Result:
     """Runs the job; raises EcgInputError (a ValueError) for anything about the input, before
     writing anything, and leaves `config.out` untouched unless the whole job succeeds."""
     sources.require_rest_of_job(config)
-    from .plots import import_in_background, write_plots
+    from .figure_workers import Drawing, figure_workers, usable_cores
+    from .plots import input_figures, model_figures
 
     staging = Staging(config.out)
     # torch is imported (and the GPU warmed up) on a thread, behind reading the recording and
     # detecting its beats, which need no torch (on the GPU as on the CPU: zerohop's own
     # kernels and copies).
     background = sources.TorchInBackground(config)
-    with staging:
+    with staging, ExitStack() as cleanup:
+        assert staging.path is not None  # made by `with staging`
+        # Figure workers (on machines with cores to spare) start now: each imports matplotlib
+        # while this process reads the recording and imports torch.
+        drawing = (cleanup.enter_context(Drawing(staging.path, figure_workers(usable_cores())))
+                   if config.plots else None)
         started = time.perf_counter()
         data = sources.load(config, say)
         stages: list[Stage] = []
@@ -239,10 +246,8 @@ def run(config: Config, say: Callable[[str], object] = print) -> Result:
         # made one (its checks and the figure read it), and stage outputs.
         moved_to_host: list[int] = [data.host_copy.nbytes] if data.host_copy is not None else []
         torch = background.ready()
-        # matplotlib only now, on a thread of its own while the job trains: imported alongside
-        # torch, the two imports took turns with the interpreter and torch's, which the job
-        # waits for, ended ~0.5 s later.
-        plotting_ready = import_in_background() if config.plots else (lambda: None)
+        if drawing is not None:
+            drawing.import_here()
         from .vae import convergence_note, embed, train
 
         def host(name: _HostOutput) -> NDArray[Any]:
@@ -266,6 +271,16 @@ def run(config: Config, say: Callable[[str], object] = print) -> Result:
         few = few_beats_warning(n_beats)
         if few:
             say(f"warning: {few}")
+        beat_peaks = host("beat_peaks")
+
+        def beat_rows(indices: NDArray[np.int64]) -> NDArray[Any]:
+            """The beat rows a figure draws, on the host (on the GPU: those rows only)."""
+            if not on_gpu:
+                return np.from_dlpack(beats)[indices]
+            picked = torch.from_dlpack(beats)[torch.from_numpy(indices).to("cuda")]
+            rows: NDArray[Any] = picked.cpu().numpy()
+            moved_to_host.append(rows.nbytes)
+            return rows
 
         # The figures draw the detector's energy over the first seconds only: keep those, so
         # a day-long record's curvature and energy (2 × 124 MB) do not live through training.
@@ -282,6 +297,15 @@ def run(config: Config, say: Callable[[str], object] = print) -> Result:
         outputs = cast("dict[str, object]", seg)
         for name in ("curvature", "energy"):
             outputs.pop(name, None)
+        width = int(beats.shape[1])
+        figures_of_input = (input_figures(
+            signal=data.numpy_signal(), units=data.units, energy=energy_shown,
+            r_peaks=r_peaks, truth=data.truth, params=params, beat_peaks=beat_peaks,
+            width=width, rows=beat_rows) if drawing is not None else {})
+        if drawing is not None and on_gpu:
+            # Drawn while the GPU trains (by workers; without them, after training).
+            drawing.submit(figures_of_input)
+            figures_of_input = {}
 
         begun = time.perf_counter()
         x = hand_off("zerohop beats → torch.from_dlpack", beats, torch.from_dlpack(beats))
@@ -304,7 +328,6 @@ def run(config: Config, say: Callable[[str], object] = print) -> Result:
                        for name, t in back.items()}
         stage("results → zerohop → NumPy (DLPack)", begun)
 
-        beat_peaks = host("beat_peaks")
         err = numpy_views["reconstruction error"]
         worst = np.argsort(err)[::-1][:10]
         outliers: list[Outlier] = [
@@ -325,11 +348,8 @@ def run(config: Config, say: Callable[[str], object] = print) -> Result:
                 say(f"detection against {data.truth.name}: not scored: {accuracy['why']}")
 
         plots: dict[str, Path] = {}
-        assert staging.path is not None  # made by `with staging`
-        if config.plots:
+        if drawing is not None:
             begun = time.perf_counter()
-            plotting_ready()  # matplotlib, imported while the job trained
-
             mu_np = numpy_views["latent μ"]
             lo, hi = (np.percentile(mu_np, [2, 98], axis=0) if len(mu_np) > 1
                       else (mu_np.min(0), mu_np.max(0)))
@@ -339,14 +359,18 @@ def run(config: Config, say: Callable[[str], object] = print) -> Result:
                 z = torch.tensor(grid, dtype=torch.float32, device=config.device)
                 decoded = (trained["model"].decode(z) * trained["scale"]
                            + trained["center"]).squeeze(1).cpu().numpy()
-            plots = write_plots(
-                staging.path, signal=data.numpy_signal(), units=data.units,
-                energy=energy_shown,
-                r_peaks=r_peaks, truth=data.truth, params=params, beats=host("beats"),
-                beat_peaks=beat_peaks, mu=mu_np, error=err, losses=trained["losses"],
+            drawing.submit(figures_of_input)
+            drawing.submit(model_figures(
+                params=params, width=width, units=data.units, beat_peaks=beat_peaks,
+                truth=data.truth, mu=mu_np, error=err, losses=trained["losses"],
                 held_out=trained["held_out"], best_epoch=trained["best_epoch"],
-                decoded=decoded, grid=grid)
-            stage("plots (matplotlib)", begun)
+                decoded=decoded, grid=grid, rows=beat_rows))
+            plots = drawing.finish()
+            if drawing.workers:
+                stage(f"plots (matplotlib, {drawing.workers} worker processes; their inputs "
+                      "pickled)", begun, drawing.pickled_bytes)
+            else:
+                stage("plots (matplotlib)", begun)
 
         if moved_to_host:
             stages.append(("device → host for the input's checks, the report and figures "

@@ -30,14 +30,14 @@ def _use_agg() -> None:
 def import_in_background() -> Callable[[], None]:
     """Imports matplotlib's pyplot (about 0.4 s) on a thread, for while the job trains;
     returns the function that waits for it. It never raises: if the import fails,
-    `write_plots` meets the same error and reports it."""
+    `draw` meets the same error and reports it."""
     import threading
 
     def load() -> None:
         try:
             _use_agg()
             import matplotlib.pyplot  # noqa: F401
-        except Exception:  # noqa: BLE001 - write_plots reports it
+        except Exception:  # noqa: BLE001 - draw reports it
             pass
 
     thread = threading.Thread(target=load, daemon=True, name="zerohop-ecg-import-matplotlib")
@@ -64,50 +64,113 @@ def _classes_of(beat_peaks: NDArray[Any], truth: Truth | None,
     return np.where(close, symbols[nearest], "?")
 
 
-def write_plots(out: Path, *, signal: NDArray[Any], units: str | None,
-                energy: NDArray[Any], r_peaks: NDArray[Any],
-                truth: Truth | None, params: _Params, beats: NDArray[Any],
-                beat_peaks: NDArray[Any], mu: NDArray[Any],
-                error: NDArray[Any], losses: Sequence[float],
-                decoded: NDArray[Any], grid: Sequence[tuple[float, float]],
-                held_out: Sequence[float] | None = None,
-                best_epoch: int | None = None) -> dict[str, Path]:
-    """Writes the figures to `out` and returns {name: path}. Every array is a NumPy view of
-    zerohop or torch memory on the CPU (nothing is copied to plot it)."""
+#: The figures, in the report's order. The first three need only the recording and its
+#: detections; the others need the trained model.
+FIGURES = ("signal_peaks", "tachogram", "beats", "latent", "decoded_grid", "outliers", "loss")
+INPUT_FIGURES = FIGURES[:3]
+
+
+def draw(name: str, out: Path, data: dict[str, Any]) -> Path:
+    """Draws figure `name` from its own inputs (`input_figures`, `model_figures`) into
+    `out`/`name`.png, in this process or a figure worker's, and returns the path."""
     _use_agg()
     import matplotlib.pyplot as plt
 
+    fig = _DRAWERS[name](plt, **data)
+    path = out / f"{name}.png"
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def beat_axis(params: _Params, width: int) -> tuple[NDArray[np.float64], int]:
+    """Seconds from the R peak of each sample a beat figure draws, and how many it draws.
+    Adaptive rows put the R peak `before` samples in; the blog's rows start at a gate."""
+    before = int(params.get("before", params.get("gate_to_peak", 0)))
+    span = before + params["after"] if "after" in params else width
+    return (np.arange(span) - before) / params["rate"], span
+
+
+def input_figures(*, signal: NDArray[Any], units: str | None, energy: NDArray[Any],
+                  r_peaks: NDArray[Any], truth: Truth | None, params: _Params,
+                  beat_peaks: NDArray[Any], width: int,
+                  rows: Callable[[NDArray[np.int64]], NDArray[Any]]) -> dict[str, dict[str, Any]]:
+    """The inputs of the figures drawn from the recording and its detections alone, each
+    holding only what its figure draws. `rows(indices)` gives those beat rows on the host."""
     rate = params["rate"]
-    amp = amplitude_label(units)
-    paths: dict[str, Path] = {}
-
-    def save(fig: Figure, name: str) -> None:
-        path = out / f"{name}.png"
-        fig.savefig(path, dpi=110)
-        plt.close(fig)
-        paths[name] = path
-
-    # The first 8 s with the detections (and the reference beats, when there are some).
     shown = min(len(signal), int(8 * rate))
-    t = np.arange(shown) / rate
+    x, span = beat_axis(params, width)
+    classes = _classes_of(beat_peaks, truth, 0.15 * rate)
+    if classes is None:
+        picked = np.linspace(0, len(beat_peaks) - 1, min(60, len(beat_peaks))).astype(np.int64)
+        groups = None
+    else:
+        chosen, groups = [], []
+        for symbol in sorted(set(classes.tolist()), key=lambda s: s != "N"):
+            members = np.flatnonzero(classes == symbol)
+            at = members[np.linspace(0, len(members) - 1, min(40, len(members))).astype(int)]
+            groups.append((symbol, len(members), len(at)))
+            chosen.append(at)
+        picked = np.concatenate(chosen).astype(np.int64)
+    return {
+        "signal_peaks": {
+            "signal": np.asarray(signal[:shown]), "energy": np.asarray(energy[:shown]),
+            "peaks": r_peaks[r_peaks < shown],
+            "reference": None if truth is None else truth.samples[truth.samples < shown],
+            "rate": rate, "units": units},
+        "tachogram": {"r_peaks": r_peaks, "rate": rate},
+        "beats": {"x": x, "rows": rows(picked)[:, :span], "groups": groups,
+                  "total": len(beat_peaks), "units": units},
+    }
+
+
+def model_figures(*, params: _Params, width: int, units: str | None, beat_peaks: NDArray[Any],
+                  truth: Truth | None, mu: NDArray[Any], error: NDArray[Any],
+                  losses: Sequence[float], held_out: Sequence[float] | None,
+                  best_epoch: int | None, decoded: NDArray[Any],
+                  grid: Sequence[tuple[float, float]],
+                  rows: Callable[[NDArray[np.int64]], NDArray[Any]]) -> dict[str, dict[str, Any]]:
+    """The inputs of the figures drawn from the trained model's outputs, as `input_figures`."""
+    rate = params["rate"]
+    x, span = beat_axis(params, width)
+    worst = np.argsort(error)[::-1][:5].astype(np.int64)
+    classes = _classes_of(beat_peaks, truth, 0.15 * rate)
+    labels = [f"{beat_peaks[i] / rate:.1f} s" + (f" ({classes[i]})" if classes is not None
+                                                  else "") for i in worst]
+    return {
+        "latent": {"mu": mu, "error": error},
+        "decoded_grid": {"decoded": decoded[:, :span], "grid": list(grid), "start": x[0],
+                         "rate": rate, "units": units},
+        "outliers": {"x": x, "rows": rows(worst)[:, :span], "labels": labels,
+                     "units": units},
+        "loss": {"losses": list(losses), "held_out": None if held_out is None else
+                 list(held_out), "best_epoch": best_epoch},
+    }
+
+
+def _signal_peaks(plt: Any, *, signal: NDArray[Any], energy: NDArray[Any],
+                  peaks: NDArray[Any], reference: NDArray[Any] | None, rate: float,
+                  units: str | None) -> Figure:
+    """The first 8 s with the detections (and the reference beats, when there are some)."""
+    t = np.arange(len(signal)) / rate
     fig, (top, bottom) = _figure(plt, (11, 5), nrows=2, sharex=True, hspace=0.1,
                                  gridspec_kw={"height_ratios": [2, 1]})
-    top.plot(t, signal[:shown], lw=0.8, color="C0", label="ECG")
-    peaks = r_peaks[r_peaks < shown]
+    top.plot(t, signal, lw=0.8, color="C0", label="ECG")
     top.plot(peaks / rate, signal[peaks], "v", color="C3", ms=7, label="detected R peaks")
-    if truth is not None:
-        ref = truth.samples[truth.samples < shown]
-        top.plot(ref / rate, signal[ref], "o", mfc="none", color="k", ms=10,
+    if reference is not None:
+        top.plot(reference / rate, signal[reference], "o", mfc="none", color="k", ms=10,
                  label="reference beats")
-    top.set_ylabel(amp)
+    top.set_ylabel(amplitude_label(units))
     top.legend(loc="upper right", fontsize=8)
-    top.set_title(f"Detected beats, first {shown / rate:.0f} s of the recording")
-    bottom.plot(t, energy[:shown], lw=0.8, color="C2")
+    top.set_title(f"Detected beats, first {len(signal) / rate:.0f} s of the recording")
+    bottom.plot(t, energy, lw=0.8, color="C2")
     bottom.set_ylabel("QRS energy (a.u.)")
     bottom.set_xlabel("time from the start of the recording (s)")
-    save(fig, "signal_peaks")
+    return fig
 
-    # Tachogram: every RR interval against time.
+
+def _tachogram(plt: Any, *, r_peaks: NDArray[Any], rate: float) -> Figure:
+    """Every RR interval against time."""
     fig, ax = _figure(plt, (11, 3.4))
     if len(r_peaks) > 1:
         rr = np.diff(r_peaks) / rate * 1000.0
@@ -115,34 +178,35 @@ def write_plots(out: Path, *, signal: NDArray[Any], units: str | None,
     ax.set_xlabel("time (min)")
     ax.set_ylabel("RR interval (ms)")
     ax.set_title("Tachogram: the interval before every detected beat")
-    save(fig, "tachogram")
+    return fig
 
-    # Beats overlaid, around the R peak, coloured by reference class when annotated.
-    # Adaptive rows put the R peak `before` samples in; the blog's rows start at a gate.
-    before = int(params.get("before", params.get("gate_to_peak", 0)))
-    span = before + params["after"] if "after" in params else beats.shape[1]
-    x = (np.arange(span) - before) / rate
+
+def _beats(plt: Any, *, x: NDArray[Any], rows: NDArray[Any],
+           groups: Sequence[tuple[str, int, int]] | None, total: int,
+           units: str | None) -> Figure:
+    """Beats overlaid around the R peak, coloured by reference class when annotated: `groups`
+    gives each class's symbol, its number of beats and how many of `rows` (in order) it has."""
     fig, ax = _figure(plt, (7, 4))
-    classes = _classes_of(beat_peaks, truth, 0.15 * rate)
-    if classes is None:
-        picked = np.linspace(0, len(beats) - 1, min(60, len(beats))).astype(int)
-        for row in beats[picked]:
-            ax.plot(x, row[:span], lw=0.6, alpha=0.5, color="C0")
-        ax.set_title(f"{len(picked)} of {len(beats):,} beats (evenly spaced), overlaid")
+    if groups is None:
+        for row in rows:
+            ax.plot(x, row, lw=0.6, alpha=0.5, color="C0")
+        ax.set_title(f"{len(rows)} of {total:,} beats (evenly spaced), overlaid")
     else:
-        for c, symbol in enumerate(sorted(set(classes.tolist()), key=lambda s: s != "N")):
-            rows = np.flatnonzero(classes == symbol)
-            picked = rows[np.linspace(0, len(rows) - 1, min(40, len(rows))).astype(int)]
-            for k, row in enumerate(beats[picked]):
-                ax.plot(x, row[:span], lw=0.6, alpha=0.5, color=f"C{c}",
-                        label=f"{symbol} ({len(rows):,} beats)" if k == 0 else None)
+        at = 0
+        for c, (symbol, members, drawn) in enumerate(groups):
+            for k, row in enumerate(rows[at:at + drawn]):
+                ax.plot(x, row, lw=0.6, alpha=0.5, color=f"C{c}",
+                        label=f"{symbol} ({members:,} beats)" if k == 0 else None)
+            at += drawn
         ax.legend(fontsize=8, title="reference class")
         ax.set_title("Beats by reference annotation class (up to 40 each), overlaid")
     ax.axvline(0, color="k", lw=0.5, ls=":")
     ax.set_xlabel("time from the R peak (s)")
-    ax.set_ylabel(amp)
-    save(fig, "beats")
+    ax.set_ylabel(amplitude_label(units))
+    return fig
 
+
+def _latent(plt: Any, *, mu: NDArray[Any], error: NDArray[Any]) -> Figure:
     # The colour bar and its label take their room from the axes' right margin.
     fig, ax = _figure(plt, (6, 5), right=0.25, top=0.6)
     # A day-long record has ~100,000 beats: drawing every point took seconds and shows no
@@ -166,37 +230,47 @@ def write_plots(out: Path, *, signal: NDArray[Any], units: str | None,
     ax.set_title("Latent space of every beat" if shown_all else
                  f"Latent space: {len(drawn):,} of {total_beats:,} beats\n(the 50 most "
                  f"outlying among them)")
-    save(fig, "latent")
+    return fig
 
-    save(decoded_grid_figure(decoded[:, :span], grid, x[0], rate, units), "decoded_grid")
 
+def _outliers(plt: Any, *, x: NDArray[Any], rows: NDArray[Any], labels: Sequence[str],
+              units: str | None) -> Figure:
     fig, ax = _figure(plt, (7, 4))
-    worst = np.argsort(error)[::-1][:5]
-    for k, i in enumerate(worst):
-        label = f"{beat_peaks[i] / rate:.1f} s"
-        if classes is not None:
-            label += f" ({classes[i]})"
-        ax.plot(x, beats[i][:span], lw=0.9, color=f"C{k}", label=label)
+    for k, (row, label) in enumerate(zip(rows, labels)):
+        ax.plot(x, row, lw=0.9, color=f"C{k}", label=label)
     ax.axvline(0, color="k", lw=0.5, ls=":")
     ax.set_xlabel("time from the R peak (s)")
-    ax.set_ylabel(amp)
+    ax.set_ylabel(amplitude_label(units))
     ax.legend(fontsize=8, title="beat at")
     ax.set_title("The 5 most outlying beats")
-    save(fig, "outliers")
+    return fig
 
+
+def _loss(plt: Any, *, losses: Sequence[float], held_out: Sequence[float] | None,
+          best_epoch: int | None) -> Figure:
     fig, ax = _figure(plt, (6, 3.6))
     draw_losses(ax, losses, held_out, best_epoch)
     ax.set_title("LightVAE training and held-out loss")
-    save(fig, "loss")
-    return paths
+    return fig
+
+
+def _decoded_grid(plt: Any, **data: Any) -> Figure:
+    return decoded_grid_figure(**data)
+
+
+_DRAWERS: dict[str, Callable[..., Figure]] = {
+    "signal_peaks": _signal_peaks, "tachogram": _tachogram, "beats": _beats,
+    "latent": _latent, "decoded_grid": _decoded_grid, "outliers": _outliers, "loss": _loss,
+}
 
 
 def _figure(plt: Any, figsize: tuple[float, float], *, left: float = 0.8,
             right: float = 0.2, bottom: float = 0.55, top: float = 0.4,
-            hspace: float | None = None, **subplots: Any) -> Any:
+            hspace: float | None = None, **subplots: Any) -> tuple[Figure, Any]:
     """`plt.subplots` with margins fixed in inches (room for the tick labels, axis labels
     and title these figures have): `tight_layout` drew every figure once more just to
     measure its labels, a fifth of the figures' time."""
+    fig: Figure
     fig, axes = plt.subplots(figsize=figsize, **subplots)
     width, height = figsize
     fig.subplots_adjust(left=left / width, right=1 - right / width, bottom=bottom / height,

@@ -3,6 +3,7 @@ job draws itself; a worker that dies leaves its figures to the job."""
 
 import os
 import signal
+import time
 
 import numpy as np
 import pytest
@@ -82,6 +83,31 @@ def test_a_dead_worker_leaves_its_figures_to_the_job(tmp_path):
     assert list(drawn) == list(plots.FIGURES)
     assert set(drawing.drawn_here) >= set(plots.FIGURES) - {"loss"}, "drawn by the job"
     assert all(path.stat().st_size > 1000 for path in drawn.values())
+
+
+def ignores_sigint(pid):
+    with open(f"/proc/{pid}/status") as status:
+        mask = next(line for line in status if line.startswith("SigIgn:")).split()[1]
+    return bool(int(mask, 16) & (1 << (signal.SIGINT - 1)))
+
+
+def test_ctrl_c_is_the_jobs_to_handle_not_the_workers(tmp_path):
+    """Ctrl-C reaches the whole process group; the workers leave it to the job."""
+    figures = figure_inputs()
+    with Drawing(tmp_path, 2) as drawing:
+        pool = drawing._pool
+        assert pool is not None
+        pool.submit(int).result()  # the workers are up
+        pids = list(pool._processes)
+        deadline = time.monotonic() + 60
+        while not all(ignores_sigint(pid) for pid in pids):  # each worker started
+            assert time.monotonic() < deadline, "the workers never ignored SIGINT"
+            time.sleep(0.05)
+        for pid in pids:
+            os.kill(pid, signal.SIGINT)
+        drawing.submit(figures)
+        drawn = drawing.finish()
+    assert list(drawn) == list(plots.FIGURES) and drawing.drawn_here == []
 
 
 def test_an_error_in_a_figure_is_raised_by_finish(tmp_path):

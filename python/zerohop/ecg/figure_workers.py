@@ -12,6 +12,7 @@ them among the copies.
 from __future__ import annotations
 
 import os
+import signal
 from collections.abc import Callable
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
@@ -40,7 +41,10 @@ def usable_cores() -> int:
 
 
 def _start_worker() -> None:
-    """Each worker imports pyplot once, as it starts."""
+    """Each worker imports pyplot once, as it starts. Ctrl-C reaches the whole process group:
+    the job handles it and shuts the workers down, which must not print tracebacks of their
+    own meanwhile."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     plots._use_agg()
     import matplotlib.pyplot  # noqa: F401
 

@@ -31,11 +31,12 @@ def figure_inputs():
 
     mu = rng.standard_normal((n, 2)).astype(np.float32)
     error = rng.random(n).astype(np.float32)
+    classes = plots.beat_classes(beat_peaks, truth, rate)
     figures = plots.input_figures(
         signal=signal, units="mV", energy=signal ** 2, r_peaks=beat_peaks, truth=truth,
-        params=params, beat_peaks=beat_peaks, width=256, rows=rows)
+        params=params, beat_peaks=beat_peaks, classes=classes, width=256, rows=rows)
     figures.update(plots.model_figures(
-        params=params, width=256, units="mV", beat_peaks=beat_peaks, truth=truth, mu=mu,
+        params=params, width=256, units="mV", beat_peaks=beat_peaks, classes=classes, mu=mu,
         error=error, losses=[1.0, 0.5, 0.3], held_out=[1.1, 0.6, 0.35], best_epoch=3,
         decoded=rng.standard_normal((25, 256)).astype(np.float32),
         grid=[(a, b) for b in range(5) for a in range(5)], rows=rows))

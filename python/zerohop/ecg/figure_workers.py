@@ -11,7 +11,6 @@ them among the copies.
 
 from __future__ import annotations
 
-import os
 import signal
 from collections.abc import Callable
 from concurrent.futures import Future, ProcessPoolExecutor
@@ -31,13 +30,6 @@ def figure_workers(cores: int) -> int:
     if cores < 4:
         return 0
     return 2 if cores < 8 else 4
-
-
-def usable_cores() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not Linux
-        return os.cpu_count() or 1
 
 
 def _start_worker() -> None:

@@ -195,8 +195,9 @@ def run(config: Config, say: Callable[[str], object] = print) -> Result:
     """Runs the job; raises EcgInputError (a ValueError) for anything about the input, before
     writing anything, and leaves `config.out` untouched unless the whole job succeeds."""
     sources.require_rest_of_job(config)
-    from .figure_workers import Drawing, figure_workers, usable_cores
-    from .plots import input_figures, model_figures
+    from .figure_workers import Drawing, figure_workers
+    from .plots import beat_classes, input_figures, model_figures
+    from .workers import usable_cores
 
     staging = Staging(config.out)
     # torch is imported (and the GPU warmed up) on a thread, behind reading the recording and
@@ -298,10 +299,11 @@ def run(config: Config, say: Callable[[str], object] = print) -> Result:
         for name in ("curvature", "energy"):
             outputs.pop(name, None)
         width = int(beats.shape[1])
+        classes = beat_classes(beat_peaks, data.truth, rate) if drawing is not None else None
         figures_of_input = (input_figures(
             signal=data.numpy_signal(), units=data.units, energy=energy_shown,
             r_peaks=r_peaks, truth=data.truth, params=params, beat_peaks=beat_peaks,
-            width=width, rows=beat_rows) if drawing is not None else {})
+            classes=classes, width=width, rows=beat_rows) if drawing is not None else {})
         if drawing is not None and on_gpu:
             # Drawn while the GPU trains (by workers; without them, after training).
             drawing.submit(figures_of_input)
@@ -362,7 +364,7 @@ def run(config: Config, say: Callable[[str], object] = print) -> Result:
             drawing.submit(figures_of_input)
             drawing.submit(model_figures(
                 params=params, width=width, units=data.units, beat_peaks=beat_peaks,
-                truth=data.truth, mu=mu_np, error=err, losses=trained["losses"],
+                classes=classes, mu=mu_np, error=err, losses=trained["losses"],
                 held_out=trained["held_out"], best_epoch=trained["best_epoch"],
                 decoded=decoded, grid=grid, rows=beat_rows))
             plots = drawing.finish()

@@ -49,9 +49,11 @@ def amplitude_label(units: str | None) -> str:
     return f"amplitude ({units})" if units else "amplitude (signal units)"
 
 
-def _classes_of(beat_peaks: NDArray[Any], truth: Truth | None,
-                tolerance: float) -> NDArray[np.str_] | None:
-    """The reference symbol of each beat row (nearest annotation within tolerance), or '?'."""
+def beat_classes(beat_peaks: NDArray[Any], truth: Truth | None,
+                 rate: float) -> NDArray[np.str_] | None:
+    """The reference symbol of each beat row (the nearest annotation within 150 ms), or '?';
+    None without reference annotations."""
+    tolerance = 0.15 * rate
     if truth is None or len(truth.samples) == 0:
         return None
     order = np.argsort(truth.samples)
@@ -93,14 +95,14 @@ def beat_axis(params: _Params, width: int) -> tuple[NDArray[np.float64], int]:
 
 def input_figures(*, signal: NDArray[Any], units: str | None, energy: NDArray[Any],
                   r_peaks: NDArray[Any], truth: Truth | None, params: _Params,
-                  beat_peaks: NDArray[Any], width: int,
+                  beat_peaks: NDArray[Any], classes: NDArray[np.str_] | None, width: int,
                   rows: Callable[[NDArray[np.int64]], NDArray[Any]]) -> dict[str, dict[str, Any]]:
     """The inputs of the figures drawn from the recording and its detections alone, each
-    holding only what its figure draws. `rows(indices)` gives those beat rows on the host."""
+    holding only what its figure draws. `classes` is `beat_classes`'s; `rows(indices)` gives
+    those beat rows on the host."""
     rate = params["rate"]
     shown = min(len(signal), int(8 * rate))
     x, span = beat_axis(params, width)
-    classes = _classes_of(beat_peaks, truth, 0.15 * rate)
     if classes is None:
         picked = np.linspace(0, len(beat_peaks) - 1, min(60, len(beat_peaks))).astype(np.int64)
         groups = None
@@ -125,7 +127,7 @@ def input_figures(*, signal: NDArray[Any], units: str | None, energy: NDArray[An
 
 
 def model_figures(*, params: _Params, width: int, units: str | None, beat_peaks: NDArray[Any],
-                  truth: Truth | None, mu: NDArray[Any], error: NDArray[Any],
+                  classes: NDArray[np.str_] | None, mu: NDArray[Any], error: NDArray[Any],
                   losses: Sequence[float], held_out: Sequence[float] | None,
                   best_epoch: int | None, decoded: NDArray[Any],
                   grid: Sequence[tuple[float, float]],
@@ -134,7 +136,6 @@ def model_figures(*, params: _Params, width: int, units: str | None, beat_peaks:
     rate = params["rate"]
     x, span = beat_axis(params, width)
     worst = np.argsort(error)[::-1][:5].astype(np.int64)
-    classes = _classes_of(beat_peaks, truth, 0.15 * rate)
     labels = [f"{beat_peaks[i] / rate:.1f} s" + (f" ({classes[i]})" if classes is not None
                                                   else "") for i in worst]
     return {

@@ -191,7 +191,7 @@ class LocalProcesses:
         self.timeout = timeout
         self.label = f"{self.workers} local worker process(es)"
         self._context = mp.get_context("spawn")
-        self._threads = threads_per_worker or max(1, _cores() // self.workers)
+        self._threads = threads_per_worker or max(1, usable_cores() // self.workers)
         self._live: list[_Worker] = []
         #: How each worker that failed to start in a row ended.
         self._start_failures: list[str] = []
@@ -317,7 +317,8 @@ class LocalProcesses:
                 yield result
 
 
-def _cores() -> int:
+def usable_cores() -> int:
+    """The cores this process may run on."""
     try:
         return len(os.sched_getaffinity(0))
     except AttributeError:

@@ -7,6 +7,7 @@ final moves are renames); a failed run removes it and leaves the output folder a
 from __future__ import annotations
 
 import os
+import secrets
 import shutil
 import tempfile
 from pathlib import Path
@@ -54,10 +55,26 @@ class Staging:
         self._base = check_writable(self.out)
 
     def __enter__(self) -> Staging:
-        staging_parent = self.out if self.out.is_dir() else self._base
-        self.path = Path(tempfile.mkdtemp(prefix=f".{self.out.name}.partial-",
-                                          dir=staging_parent))
-        return self
+        parent = self.out if self.out.is_dir() else self._base
+        # SIGTERM and Ctrl-C raise wherever the main thread is, and while torch is imported
+        # on a thread the main one can wait a long time for the interpreter between making
+        # the folder and leaving here, outside any `with`. So the folder is named before it
+        # is made (this process's, by its pid) and removed on any exception from here on.
+        try:
+            for _ in range(100):
+                self.path = parent / (f".{self.out.name}.partial-{os.getpid()}-"
+                                      f"{secrets.token_hex(4)}")
+                try:
+                    self.path.mkdir(mode=0o700)
+                    return self
+                except FileExistsError:
+                    self.path = None  # not ours: never removed
+                    continue
+            raise FileExistsError(f"--out {self.out}: no free name for a staging folder "
+                                  f"in {parent}")
+        except BaseException:
+            self.__exit__()
+            raise
 
     def commit(self) -> None:
         """Moves every staged file into the output folder, replacing the ones a run writes."""

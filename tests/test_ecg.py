@@ -298,8 +298,10 @@ def test_the_job_reads_its_recording_before_torch_is_imported():
     # host): the job's entry point and the malloc setting it applies first must not import it.
     import subprocess
 
+    # Nor the check that matplotlib is there, run before torch's import starts.
     code = ("import sys, zerohop.ecg.__main__, zerohop.ecg.pipeline, zerohop.ecg.sources; "
             "from zerohop.ecg.malloc import keep_freed_memory; keep_freed_memory(); "
+            "zerohop.ecg.sources.require_rest_of_job(zerohop.ecg.pipeline.Config()); "
             "print(sorted(m for m in ('torch', 'matplotlib') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True).stdout
@@ -311,6 +313,14 @@ def test_a_missing_torch_is_named_with_the_install_command(tmp_path, capsys, mon
     assert main(["--out", str(tmp_path / "out"), "--synthetic", "0.01"]) == 2
     err = capsys.readouterr().err
     assert "pip install 'zerohop[ecg]'" in err and "Traceback" not in err
+
+
+def test_a_missing_matplotlib_is_named_before_anything_runs(tmp_path, capsys, monkeypatch):
+    monkeypatch.setitem(sys.modules, "matplotlib", None)
+    assert main(["--out", str(tmp_path / "out"), "--synthetic", "0.01"]) == 2
+    err = capsys.readouterr().err
+    assert "matplotlib, which is not installed" in err and "--no-plots" in err
+    assert "Traceback" not in err and not (tmp_path / "out").exists()
 
 
 @requires_torch

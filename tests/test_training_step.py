@@ -99,6 +99,23 @@ def test_warming_up_draws_no_random_numbers():
     warm_up_in_background("cpu")()  # nothing to warm on the CPU: returns at once
 
 
+def test_warming_up_imports_no_sympy():
+    """The warm-up runs on the GPU job's critical path; built on the meta device, its model
+    imported sympy through torch's meta kernels (3 s on the GPU machine)."""
+    import subprocess
+    import sys
+
+    probe = ("import sys, torch; before = 'sympy' in sys.modules; "
+             "from zerohop.ecg.vae import warm_up; warm_up('cpu', width=64, rows=4); "
+             "print(before, 'sympy' in sys.modules)")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                          check=True)
+    before, after = done.stdout.split()
+    if before == "True":
+        pytest.skip("this torch imports sympy when it is imported")
+    assert after == "False", "warming up imported sympy"
+
+
 def test_doubling_the_length_is_nearest_upsampling_bit_for_bit():
     import torch.nn.functional as F
 

@@ -282,14 +282,15 @@ def warm_up(device: Device, width: int = 256, rows: int = 64) -> None:
     """One forward and backward pass of a LightVAE over zeros on `device`, so that the GPU's
     first-use costs (cuDNN's and cuBLAS's handles, loading kernels, choosing convolution
     algorithms: about 0.4 s on an H100) are paid before training rather than in its first
-    epoch. The model is built on the meta device and zeroed, so no random number is drawn
-    and no result changes."""
-    with torch.device("meta"):
+    epoch. The host's random generator is restored after the model is built, so no result
+    changes (and training seeds every generator before it draws anything).
+
+    Not built on the meta device: torch's meta kernels import sympy (through
+    `torch.fx.experimental.symbolic_shapes`), which took 3 s of the GPU job's critical path
+    on the GPU machine."""
+    with torch.random.fork_rng(devices=[]):
         model = LightVAE(width)
-    model = model.to_empty(device=device)
-    with torch.no_grad():
-        for t in [*model.parameters(), *model.buffers()]:
-            t.zero_()
+    model = model.to(device)
     x = torch.zeros(rows, 1, width, device=device)
     mu, logvar = model.encode(x)
     loss = ((model.decode(mu) - x) ** 2).mean(dim=(1, 2)).sum() + logvar.exp().sum()

@@ -46,7 +46,10 @@ def run_job(folder, ranks, device, epochs, graph, batch=None, fuse=False, limit=
     out = Path(tempfile.mkdtemp()) / "out"
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node",
            str(ranks), "-m", "zerohop.ecg", "--records", str(folder), "--device", device,
-           "--epochs", str(epochs), "--no-plots", "--no-progress", "--out", str(out)]
+           "--epochs", str(epochs), "--no-plots", "--no-progress", "--out", str(out),
+           # Every held-out beat each epoch: a sample of them would differ between 1 and 2
+           # ranks (each rank samples its own), and the target loss is compared across both.
+           "--held-out-beats", "0"]
     if not graph:
         cmd.append("--no-cuda-graph")
     if batch is not None:

@@ -3,6 +3,7 @@ inputs (WFDB, CSV as people have them, synthetic), the zero-copy hand-offs it ch
 output folder and its errors."""
 
 import os
+import re
 import sys
 
 import numpy as np
@@ -440,6 +441,56 @@ def test_a_beat_s_baseline_is_levelled_whatever_its_offset_and_slope():
     assert torch.allclose(rows[1], rows[0], atol=1e-5) and torch.allclose(rows[2], rows[0],
                                                                             atol=1e-4)
     assert abs(float(rows[0, :16].mean())) < 1e-6 and abs(float(rows[0, -16:].mean())) < 1e-6
+
+
+@requires_torch
+def test_the_stopping_loss_watches_a_sample_of_the_held_out_beats_and_the_last_all(monkeypatch):
+    from zerohop.ecg import vae
+
+    signal, _, _ = ecg.synthesize(300.0, rate=360.0, seed=1)
+    beats = torch.from_dlpack(ecg.segment(signal, 360.0)["beats"])
+    held_out = len(beats) - int(0.75 * len(beats))
+    measured: list[int] = []
+    real = vae._held_out_loss
+
+    def spy(model, normalised, indices, device):  # type: ignore[no-untyped-def]
+        measured.append(len(indices))
+        return real(model, normalised, indices, device)
+
+    monkeypatch.setattr(vae, "_held_out_loss", spy)
+    some = vae.train(beats, epochs=3, progress=False, threads=1, monitored=20)
+    assert measured == [20, 20, 20, held_out]
+    assert (some["monitored_beats"], some["held_out_beats"]) == (20, held_out)
+    assert some["test_loss"] != some["held_out"][-1]  # the last over all, not the sample
+    measured.clear()
+    every = vae.train(beats, epochs=3, progress=False, threads=1, monitored=0)
+    assert measured == [held_out] * 3 and every["test_loss"] == every["held_out"][-1]
+    assert every["monitored_beats"] == every["held_out_beats"] == held_out
+    assert vae.train(beats, epochs=1, progress=False, threads=1)["monitored_beats"] == \
+        min(held_out, vae.MONITORED_BEATS)
+    with pytest.raises(ValueError, match="monitored=-1"):
+        vae.train(beats, epochs=1, progress=False, monitored=-1)
+
+
+@requires_torch
+def test_the_report_says_which_held_out_beats_stopped_training(tmp_path, capsys):
+    from zerohop.ecg import vae
+    from zerohop.ecg.__main__ import parser
+    from zerohop.ecg.plots import held_out_label
+
+    status, out = run_job(tmp_path, "--synthetic", "0.05", "--no-plots", "--epochs", "2",
+                          "--held-out-beats", "10")
+    assert status == 0, out
+    report = (tmp_path / "out" / "report.md").read_text()
+    assert re.search(r"held-out loss [\d.]+ over all [\d,]+ held-out beats \(after each "
+                     r"epoch, to decide when to stop, over 10 of them\)", report), report
+    assert held_out_label(10, 50) == "held-out (10 of 50 beats)"
+    assert held_out_label(50, 50) == "held-out (50 beats)"
+    assert f"(default {vae.MONITORED_BEATS}," in " ".join(parser().format_help().split())
+    with pytest.raises(SystemExit) as refused:
+        run_job(tmp_path, "--synthetic", "0.05", "--held-out-beats", "-1")
+    assert refused.value.code == 2
+    assert "--held-out-beats must be 0 to" in capsys.readouterr().err
 
 
 def test_training_progress_in_a_log_is_a_line_every_few_seconds_with_the_time_left(monkeypatch):

@@ -130,6 +130,11 @@ def parser() -> argparse.ArgumentParser:
                    help="under torchrun: each rank trains on a whole batch (N ranks: N times "
                    "the batch, N times fewer steps an epoch, the learning rate scaled) instead "
                    "of the ranks sharing one out (the same training as one process)")
+    p.add_argument("--held-out-beats", type=_finite("--held-out-beats", 0, 1 << 30,
+                                                    integer=True), metavar="N",
+                   help="held-out beats the loss is measured on after each epoch, to stop "
+                   "training once it no longer improves (default 8192, the same random ones "
+                   "every epoch; 0: all of them); the final held-out loss is over all")
     p.add_argument("--threads", type=_finite("--threads", 1, 1024, integer=True),
                    help="CPU threads for training (default: the cores not busy with other "
                    "work, by the load average, never fewer than the physical cores, at most 16)")
@@ -207,7 +212,7 @@ def _main(argv: Sequence[str] | None = None) -> int:
                     threads=args.threads,
                     seed=args.seed, cuda_graph=not args.no_cuda_graph,
                     fuse=args.fuse_kernels, batch_per_rank=args.batch_per_rank,
-                    progress=_progress_mode(args),
+                    monitored=args.held_out_beats, progress=_progress_mode(args),
                     plots=not args.no_plots)
     try:
         result = run(config)
@@ -242,7 +247,7 @@ def _config(args: argparse.Namespace) -> Config:
                   batch_size=args.batch_size, lr=args.lr, threads=args.threads, seed=args.seed,
                   cuda_graph=not args.no_cuda_graph,
                   fuse=args.fuse_kernels, batch_per_rank=args.batch_per_rank,
-                  progress=_progress_mode(args),
+                  monitored=args.held_out_beats, progress=_progress_mode(args),
                   plots=not args.no_plots, records=args.records, workers=args.workers,
                   ray=args.ray, dask=args.dask, stop_on_error=args.stop_on_error,
                   record_timeout=args.record_timeout, verbose=args.verbose)

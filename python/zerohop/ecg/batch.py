@@ -302,7 +302,8 @@ def _run(config: Config, torch: ModuleType, world: _World, paths: Sequence[Path]
         trained = train(parts, epochs=config.epochs, batch_size=config.batch_size,
                         lr=config.lr, seed=config.seed, device=world.device, progress=config.progress,
                         threads=config.threads, cuda_graph=config.cuda_graph,
-                        fuse=config.fuse, batch_per_rank=config.batch_per_rank)
+                        fuse=config.fuse, batch_per_rank=config.batch_per_rank,
+                        monitored=config.monitored)
         train_seconds = time.perf_counter() - begun
         mu, _, _, error = embed(trained["model"], parts, trained["scale"], world.device,
                                 reconstructions=False,
@@ -327,9 +328,12 @@ def _run(config: Config, torch: ModuleType, world: _World, paths: Sequence[Path]
         assert output.path is not None  # rank 0 stages its output
         if config.plots:
             from .batch_report import write_batch_plots
+            from .plots import held_out_label
 
             plots = write_batch_plots(output.path, every, offsets, mu_all, trained["losses"],
-                                      trained["held_out"], trained["best_epoch"])
+                                      trained["held_out"], trained["best_epoch"],
+                                      held_out_label(trained["monitored_beats"],
+                                                     trained["held_out_beats"]))
         from .batch_report import write_batch_report
 
         report = write_batch_report(
@@ -338,6 +342,8 @@ def _run(config: Config, torch: ModuleType, world: _World, paths: Sequence[Path]
             plots=plots, detect_seconds=detect_seconds, train_seconds=train_seconds,
             train={"epochs": config.epochs, "batch_size": trained["batch_size"],
                    "final_loss": trained["losses"][-1], "test_loss": trained["test_loss"],
+                   "held_out_beats": trained["held_out_beats"],
+                   "monitored_beats": trained["monitored_beats"],
                    "device": config.device, "threads": trained["threads"],
                    "ranks": world.size, "batch_per_rank": config.batch_per_rank,
                    "beats_trained": trained["beats_trained"],

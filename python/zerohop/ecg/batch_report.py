@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any, TypedDict
 import numpy as np
 from numpy.typing import NDArray
 
-from .report import StepInfo, _bytes, _step_mode
+from .report import StepInfo, _bytes, _step_mode, held_out_note
 
 if TYPE_CHECKING:
     from .records import RecordBeats, RecordFailure
@@ -27,7 +27,10 @@ class BatchTrainSummary(StepInfo):
     beats_trained: int
     steps: int
     final_loss: float
+    #: Over every held-out beat (`held_out_beats`); per epoch over `monitored_beats`.
     test_loss: float
+    held_out_beats: int
+    monitored_beats: int
     #: Per epoch: training loss, held-out loss, seconds since training began, and
     #: (seconds in the training steps, seconds measuring the held-out loss).
     losses: list[float]
@@ -92,7 +95,8 @@ def write_batch_report(path: Path, *, backend: str, records: Sequence[RecordBeat
         + _step_mode(train)
         + f", {train_seconds:.2f} s ({train['beats_trained'] / max(train_seconds, 1e-9):,.0f} "
         f"beats/s, {train['steps']} steps); final loss {train['final_loss']:.5f}, held-out loss "
-        f"{train['test_loss']:.5f} (mean squared error of normalised beats + 0.1 × KL); "
+        f"{train['test_loss']:.5f}{held_out_note(train)} (mean squared error of normalised "
+        f"beats + 0.1 × KL); "
         f"{train['converged']}",
         f"- rows handed from the workers to PyTorch: {sum(h['same'] for h in hand_offs)}/"
         f"{len(hand_offs)} with the same pointer; bytes copied on the way: {copied:,}",
@@ -152,7 +156,8 @@ def write_batch_plots(out: Path, records: Sequence[RecordBeats],
                       offsets: NDArray[np.integer[Any]], mu: NDArray[np.floating[Any]],
                       losses: Sequence[float],
                       held_out: Sequence[float] | None = None,
-                      best_epoch: int | None = None) -> dict[str, Path]:
+                      best_epoch: int | None = None,
+                      held_out_label: str = "held-out") -> dict[str, Path]:
     from .plots import _use_agg, draw_losses
 
     _use_agg()
@@ -160,7 +165,7 @@ def write_batch_plots(out: Path, records: Sequence[RecordBeats],
 
     paths: dict[str, Path] = {}
     fig, ax = plt.subplots(figsize=(6, 4))
-    draw_losses(ax, losses, held_out, best_epoch)
+    draw_losses(ax, losses, held_out, best_epoch, held_out_label)
     ax.set_title("LightVAE training and held-out loss")
     fig.tight_layout()
     paths["loss"] = out / "loss.png"

@@ -68,6 +68,9 @@ class Config:
     fuse: bool = False
     #: Under torchrun, each rank trains on a whole batch (False: the ranks share one out).
     batch_per_rank: bool = False
+    #: Held-out beats the loss is measured on after each epoch to decide when training
+    #: stops (None: vae.MONITORED_BEATS; 0: all of them).
+    monitored: int | None = None
     seed: int = 42
     progress: bool | str = True  # a bar; "lines": a line every few seconds; False: none
     plots: bool = True
@@ -196,7 +199,7 @@ def run(config: Config, say: Callable[[str], object] = print) -> Result:
     writing anything, and leaves `config.out` untouched unless the whole job succeeds."""
     sources.require_rest_of_job(config)
     from .figure_workers import Drawing, figure_workers
-    from .plots import beat_classes, input_figures, model_figures
+    from .plots import beat_classes, held_out_label, input_figures, model_figures
     from .workers import usable_cores
 
     staging = Staging(config.out)
@@ -318,7 +321,8 @@ def run(config: Config, say: Callable[[str], object] = print) -> Result:
         trained = train(x, epochs=config.epochs, batch_size=config.batch_size, lr=config.lr,
                         seed=config.seed, device=config.device, progress=config.progress,
                         threads=config.threads, cuda_graph=config.cuda_graph,
-                        fuse=config.fuse, batch_per_rank=config.batch_per_rank)
+                        fuse=config.fuse, batch_per_rank=config.batch_per_rank,
+                        monitored=config.monitored)
         stage("train LightVAE (PyTorch)", begun)
         mu, _, _, error = embed(trained["model"], x, trained["scale"], config.device,
                                 center=trained["center"], reconstructions=False)
@@ -366,7 +370,9 @@ def run(config: Config, say: Callable[[str], object] = print) -> Result:
                 params=params, width=width, units=data.units, beat_peaks=beat_peaks,
                 classes=classes, mu=mu_np, error=err, losses=trained["losses"],
                 held_out=trained["held_out"], best_epoch=trained["best_epoch"],
-                decoded=decoded, grid=grid, rows=beat_rows))
+                decoded=decoded, grid=grid, rows=beat_rows,
+                held_out_label=held_out_label(trained["monitored_beats"],
+                                              trained["held_out_beats"])))
             plots = drawing.finish()
             if drawing.workers:
                 stage(f"plots (matplotlib, {drawing.workers} worker processes; their inputs "
@@ -388,7 +394,8 @@ def run(config: Config, say: Callable[[str], object] = print) -> Result:
                    "fused": trained["fused"], "why_unfused": trained["why_unfused"],
                    "setup_seconds": trained["setup_seconds"],
                    "final_loss": trained["losses"][-1], "test_loss": trained["test_loss"],
-                   "device": config.device, "threads": trained["threads"],
+                   "held_out_beats": trained["held_out_beats"],
+                   "monitored_beats": trained["monitored_beats"], "device": config.device, "threads": trained["threads"],
                    "batch_asked": config.batch_size, "few": few,
                    "converged": convergence_note(trained, config.epochs)})
         staging.commit()

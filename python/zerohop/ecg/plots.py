@@ -131,7 +131,8 @@ def model_figures(*, params: _Params, width: int, units: str | None, beat_peaks:
                   losses: Sequence[float], held_out: Sequence[float] | None,
                   best_epoch: int | None, decoded: NDArray[Any],
                   grid: Sequence[tuple[float, float]],
-                  rows: Callable[[NDArray[np.int64]], NDArray[Any]]) -> dict[str, dict[str, Any]]:
+                  rows: Callable[[NDArray[np.int64]], NDArray[Any]],
+                  held_out_label: str = "held-out") -> dict[str, dict[str, Any]]:
     """The inputs of the figures drawn from the trained model's outputs, as `input_figures`."""
     rate = params["rate"]
     x, span = beat_axis(params, width)
@@ -145,7 +146,7 @@ def model_figures(*, params: _Params, width: int, units: str | None, beat_peaks:
         "outliers": {"x": x, "rows": rows(worst)[:, :span], "labels": labels,
                      "units": units},
         "loss": {"losses": list(losses), "held_out": None if held_out is None else
-                 list(held_out), "best_epoch": best_epoch},
+                 list(held_out), "best_epoch": best_epoch, "held_out_label": held_out_label},
     }
 
 
@@ -248,9 +249,9 @@ def _outliers(plt: Any, *, x: NDArray[Any], rows: NDArray[Any], labels: Sequence
 
 
 def _loss(plt: Any, *, losses: Sequence[float], held_out: Sequence[float] | None,
-          best_epoch: int | None) -> Figure:
+          best_epoch: int | None, held_out_label: str = "held-out") -> Figure:
     fig, ax = _figure(plt, (6, 3.6))
-    draw_losses(ax, losses, held_out, best_epoch)
+    draw_losses(ax, losses, held_out, best_epoch, held_out_label)
     ax.set_title("LightVAE training and held-out loss")
     return fig
 
@@ -326,13 +327,20 @@ def decoded_grid_figure(decoded: NDArray[Any], grid: Sequence[tuple[float, float
     return fig
 
 
+def held_out_label(monitored_beats: int, held_out_beats: int) -> str:
+    """The legend of the per-epoch held-out loss: which held-out beats it was measured on."""
+    if monitored_beats >= held_out_beats:
+        return f"held-out ({held_out_beats:,} beats)"
+    return f"held-out ({monitored_beats:,} of {held_out_beats:,} beats)"
+
+
 def draw_losses(ax: Axes, losses: Sequence[float], held_out: Sequence[float] | None = None,
-                best_epoch: int | None = None) -> None:
+                best_epoch: int | None = None, label: str = "held-out") -> None:
     """Training and held-out loss per epoch, and the epoch whose held-out loss was lowest."""
     epochs = np.arange(1, len(losses) + 1)
     ax.plot(epochs, losses, marker="o", ms=3, label="training")
     if held_out:
-        ax.plot(epochs[:len(held_out)], held_out, marker="s", ms=3, label="held-out (25 %)")
+        ax.plot(epochs[:len(held_out)], held_out, marker="s", ms=3, label=label)
     if best_epoch:
         ax.axvline(best_epoch, color="k", lw=0.6, ls=":", label=f"best, epoch {best_epoch}")
     ax.set_xlabel("epoch")

@@ -89,7 +89,11 @@ class TrainSummary(StepInfo):
     #: --batch-size, or None when the default was used.
     batch_asked: int | None
     final_loss: float
+    #: Over every held-out beat (`held_out_beats`); the loss that stopped training was
+    #: measured after each epoch over `monitored_beats` of them.
     test_loss: float
+    held_out_beats: NotRequired[int]
+    monitored_beats: NotRequired[int]
     threads: int
     #: The few-beats warning, or None.
     few: str | None
@@ -133,6 +137,15 @@ def _step_mode(train: StepInfo) -> str:
         return fused
     return (", each step one CUDA graph replay" if train["captured"]
             else f", eager steps: {train['why_eager']}") + fused
+
+
+def held_out_note(train: TrainSummary | Mapping[str, object]) -> str:
+    """What the held-out loss was measured on, when the per-epoch one watched fewer beats."""
+    total, watched = train.get("held_out_beats"), train.get("monitored_beats")
+    if not isinstance(total, int) or not isinstance(watched, int) or watched >= total:
+        return ""
+    return (f" over all {total:,} held-out beats (after each epoch, to decide when to stop, "
+            f"over {watched:,} of them)")
 
 
 def _batch_note(train: TrainSummary) -> str:
@@ -200,9 +213,9 @@ def write_report(path: Path, *, source: str, params: _Params, method: str,
         f"{counts['beats']:,} rows for the model; {counts['edge_dropped']} too close to the "
         f"recording's ends for a full window",
         f"- LightVAE: batch {train['batch_size']}{_batch_note(train)}, final training loss "
-        f"{train['final_loss']:.5f}, held-out loss {train['test_loss']:.5f} "
-        f"({train['device']}, {train['threads']} CPU thread(s){_step_mode(train)}); "
-        f"{train['converged']}",
+        f"{train['final_loss']:.5f}, held-out loss {train['test_loss']:.5f}"
+        f"{held_out_note(train)} ({train['device']}, {train['threads']} CPU "
+        f"thread(s){_step_mode(train)}); {train['converged']}",
     ]
     if train.get("few"):
         lines.append(f"- **warning**: {train['few']}")

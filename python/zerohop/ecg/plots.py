@@ -250,7 +250,8 @@ def _outliers(plt: Any, *, x: NDArray[Any], rows: NDArray[Any], labels: Sequence
 
 def _loss(plt: Any, *, losses: Sequence[float], held_out: Sequence[float] | None,
           best_epoch: int | None, held_out_label: str = "held-out") -> Figure:
-    fig, ax = _figure(plt, (6, 3.6))
+    # Log-scale tick labels (6 × 10⁻¹) are wide: the axis label needs more room.
+    fig, ax = _figure(plt, (6, 3.6), left=1.0)
     draw_losses(ax, losses, held_out, best_epoch, held_out_label)
     ax.set_title("LightVAE training and held-out loss")
     return fig

@@ -199,6 +199,13 @@ for trained in (shared, whole):
     gathered = [torch.empty_like(values) for _ in range(2)]
     dist.all_gather(gathered, values)
     assert torch.equal(gathered[0], gathered[1]), "the ranks' models differ"
+# Each rank watches its share of 320 held-out beats per epoch: rank 0 all of its 150,
+# rank 1 160 of its 200; the final loss over every one needs both ranks, rank 0 included.
+watched = train(beats, epochs=2, batch_size=16, progress=False, threads=1, monitored=320)
+assert (watched["monitored_beats"], watched["held_out_beats"]) == (310, 350), watched
+losses = [torch.zeros(1, dtype=torch.float64) for _ in range(2)]
+dist.all_gather(losses, torch.tensor([watched["test_loss"]], dtype=torch.float64))
+assert torch.equal(losses[0], losses[1]), "the ranks' final held-out losses differ"
 dist.barrier()
 dist.destroy_process_group()
 print("identical")

@@ -105,6 +105,14 @@ values = torch.cat([p.detach().reshape(-1) for p in result["model"].parameters()
 gathered = [torch.empty_like(values) for _ in range(2)]
 dist.all_gather(gathered, values)
 assert torch.equal(gathered[0], gathered[1]), "the ranks' models differ"
+# Each rank watches its share of 4,200 held-out beats per epoch (rank 0 all of its 2,000,
+# rank 1 2,100 of its 2,250); the final loss over every one is an all-reduce on both ranks.
+watched = train(beats, epochs=2, progress=False, device=f"cuda:{rank}", monitored=4200)
+assert (watched["monitored_beats"], watched["held_out_beats"]) == (4100, 4250), watched
+losses = [torch.zeros(1, dtype=torch.float64, device=f"cuda:{rank}") for _ in range(2)]
+dist.all_gather(losses, torch.tensor([watched["test_loss"]], dtype=torch.float64,
+                                     device=f"cuda:{rank}"))
+assert torch.equal(losses[0], losses[1]), "the ranks' final held-out losses differ"
 dist.barrier()
 dist.destroy_process_group()
 print("identical")

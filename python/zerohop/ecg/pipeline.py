@@ -395,7 +395,8 @@ def run(config: Config, say: Callable[[str], object] = print) -> Result:
                    "setup_seconds": trained["setup_seconds"],
                    "final_loss": trained["losses"][-1], "test_loss": trained["test_loss"],
                    "held_out_beats": trained["held_out_beats"],
-                   "monitored_beats": trained["monitored_beats"], "device": config.device, "threads": trained["threads"],
+                   "monitored_beats": trained["monitored_beats"], "device": config.device,
+                   "threads": trained["threads"],
                    "batch_asked": config.batch_size, "few": few,
                    "converged": convergence_note(trained, config.epochs)})
         staging.commit()

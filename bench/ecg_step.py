@@ -3,12 +3,15 @@ size, eager and replayed from a CUDA graph, on one device, side by side in one r
 whose time grows with the batch is bound by the GPU's work; one whose time does not, by
 launching kernels (or, for a graph, by the kernels' fixed cost). `--fuse` adds the step
 compiled by torch.compile (fused kernels) and replayed, at the batches `--fused-batches`
-names (each compiles anew: tens of seconds).
+names (each compiles anew: tens of seconds). On the CPU (or with `--cpu` on a GPU machine)
+it compares the step through the VAE's CPU layers (zerohop.ecg.cpu_layers) with the same step
+through autograd's plain layers, alternating them, on every thread torch uses.
 
-    python bench/ecg_step.py [--width 256] [--fuse] [--fused-batches 64,…] [--out FILE]
+    python bench/ecg_step.py [--width 256] [--fuse] [--fused-batches 64,…] [--cpu] [--out FILE]
 """
 
 import argparse
+import os
 import platform
 import time
 from datetime import date
@@ -16,6 +19,7 @@ from datetime import date
 import torch
 
 from benchlib import emit
+from zerohop.ecg import cpu_layers
 from zerohop.ecg.step import TrainingStep
 from zerohop.ecg.vae import LightVAE, vae_loss
 
@@ -44,6 +48,31 @@ def ms_per_step(device, width, batch, capture, steps=60, fuse=False):
     if fuse and not step.fused:
         raise SystemExit(f"batch {batch}: the step was not fused: {step.why_unfused}")
     return (time.perf_counter() - begun) / steps * 1e3, step.captured
+
+
+CPU_BATCHES = (256, 1024, 4096)
+
+
+def cpu_layers_table(width, rounds=3):
+    """ms per CPU step through autograd's plain layers and through zerohop's CPU layers,
+    alternated `rounds` times (the median of each kept): the host's drift hits both alike."""
+    wanted = cpu_layers.wanted
+    lines = ["", f"CPU step, {torch.get_num_threads()} threads: autograd's layers against "
+             f"zerohop.ecg.cpu_layers (median of {rounds} alternated runs of 40 steps)", "",
+             "| batch | autograd layers ms/step | cpu_layers ms/step | speed-up |",
+             "|---:|---:|---:|---:|"]
+    try:
+        for batch in CPU_BATCHES:
+            times = {True: [], False: []}
+            for _ in range(rounds):
+                for on in (False, True):
+                    cpu_layers.wanted = wanted if on else (lambda x: False)
+                    times[on].append(ms_per_step("cpu", width, batch, False, steps=40)[0])
+            plain, ours = (sorted(times[k])[rounds // 2] for k in (False, True))
+            lines.append(f"| {batch} | {plain:.2f} | {ours:.2f} | {plain / ours:.2f}× |")
+    finally:
+        cpu_layers.wanted = wanted
+    return lines
 
 
 def kernel_profile(width, batch, steps=10, top=12):
@@ -93,15 +122,23 @@ def main():
                    help="also the step compiled by torch.compile, replayed from a CUDA graph")
     p.add_argument("--fused-batches", type=lambda v: [int(b) for b in v.split(",")],
                    default=[64, 1024, 2048, 4096])
+    p.add_argument("--cpu", action="store_true",
+                   help="only the CPU comparison of the VAE's layers (see the module's note)")
     p.add_argument("--out")
     args = p.parse_args()
     # One compilation per batch (and model): more than dynamo keeps by default.
     torch._dynamo.config.cache_size_limit = 64
     torch.backends.cudnn.benchmark = args.cudnn_benchmark
-    device = "cuda" if torch.cuda.is_available() else "cpu"
+    device = "cuda" if torch.cuda.is_available() and not args.cpu else "cpu"
+    if device == "cpu":
+        name = platform.processor() or platform.machine()
+        emit([f"# A CPU training step of the flagship's VAE ({date.today()})", "",
+              f"{platform.node()}: {name}, {os.cpu_count()} CPUs, torch {torch.__version__}; "
+              f"beats of {args.width} samples."] + cpu_layers_table(args.width), args.out)
+        return
     cudnn = ("benchmark mode (fastest algorithm per shape, timed)" if args.cudnn_benchmark
              else "heuristics (the default)")
-    name = torch.cuda.get_device_name(0) if device == "cuda" else platform.processor()
+    name = torch.cuda.get_device_name(0)
     lines = [f"# A training step of the flagship's VAE against its batch ({date.today()})", "",
              f"{platform.node()}: {device} ({name}), torch {torch.__version__}; beats of "
              f"{args.width} samples; mean over 60 steps after 10; cuDNN {cudnn}.", "",

@@ -254,24 +254,17 @@ def test_the_report_says_how_the_steps_ran():
 
 FAULTS_PER_STEP = """
 import resource, sys, torch
-from zerohop.ecg.step import TrainingStep
 from zerohop.ecg.malloc import keep_freed_memory
-from zerohop.ecg.vae import LightVAE, vae_loss
 applied = keep_freed_memory() if sys.argv[1] == "keep" else None
-torch.manual_seed(0)
-torch.set_num_threads(1)
-model = LightVAE(256)
-def loss(x):
-    recon, mu, logvar = model(x)
-    return vae_loss(recon, x, mu, logvar)
-step = TrainingStep(model, torch.randn(1024, 256), loss, 512, 1e-3)
-batches = torch.randint(0, 1024, (8, 512))
-for b in batches[:3]:
-    step(b)
+def step():  # a step's largest temporaries: allocated, written, freed
+    for rows in (12288, 9216, 12288):
+        torch.empty(rows, 4, 256).fill_(1.0)
+for _ in range(5):
+    step()
 before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
-for b in batches[3:]:
-    step(b)
-print(applied, (resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before) / 5)
+for _ in range(10):
+    step()
+print(applied, (resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before) / 10)
 """
 
 
@@ -287,6 +280,9 @@ def test_kept_freed_memory_spares_a_cpu_step_its_page_faults():
 
     (applied, kept), (_, default) = run("keep"), run("default")
     assert applied == "True"
-    # Each step's activations (~2 MB each at batch 512) were mapped and faulted in afresh:
-    # about 970 faults a step against 100 here (on the plain autograd layers, 3,960 and 310).
-    assert default > 500 and kept < default / 5, (kept, default)
+    # Blocks of 36-48 MB, above the 32 MB up to which glibc's own threshold moves, are mapped
+    # afresh and faulted in on every allocation by default (~34,000 faults a step here); kept,
+    # at most the heap's growth once (0-1,300 a step over these 10). (The real step's temporaries, 2-4 MB at batch 1024, fault in bursts as glibc moves
+    # its threshold and trims its heap: up to 3,500 a step, some runs none, so they make no
+    # deterministic test; the 24-hour job counted 30 M faults before the setting.)
+    assert default > 20_000 and kept < default / 10, (kept, default)

@@ -1,6 +1,7 @@
 """The VAE's layers on the CPU, with backward passes that autograd and oneDNN do slowly for
 so few channels (1 to 16) done another way. Measured on two threads, a batch of 1,024 beats
-of 256 samples (a training step took 68–74 ms without them, 44–48 ms with them):
+of 256 samples (a training step took 41 ms without them and 32 ms with them, glibc's malloc
+keeping freed memory as the job has it; on 16 threads 14 ms either way):
 
 - the gradient of a convolution's input: oneDNN's took 12.5 ms for the decoder's last layer
   (2 → 1 channels), a forward convolution of the gradient with the kernel reversed 0.9 ms;
@@ -8,10 +9,11 @@ of 256 samples (a training step took 68–74 ms without them, 44–48 ms with th
   gradient) as the columns of the input times the weights (im2col and one matrix product,
   aten's "slow" convolution): forward 0.4–0.5 ms against oneDNN's 0.9–1.0, the weights'
   gradient 0.8 against 1.4–2.0 (oneDNN is faster from 8 → 16 channels on);
-- the swish x · sigmoid(αx): 1.8 ms a layer forward and backward against autograd's 3.1, its
-  gradient being one fused kernel (aten's silu_backward at αx) and α's a dot product;
 - the fixed downsampling's gradient written out (each output sample feeds three inputs with
   weights 1, 2, 1) instead of a transposed depthwise convolution.
+
+(The swish's gradient as one fused kernel, aten's silu_backward, gained nothing in a whole
+step on 2 or 16 threads, so the swish stays autograd's.)
 
 The values are those of autograd's own backward passes up to rounding
 (tests/test_ecg_vae.py). Used on the CPU while gradients are recorded; on a GPU cuDNN's
@@ -96,33 +98,6 @@ def same_conv(conv: torch.nn.Conv1d, x: torch.Tensor) -> torch.Tensor:
     """`conv(x)` for a Conv1d of stride 1, dilation 1, one group and an odd kernel padded to
     keep the length (the VAE's), with the backward pass above."""
     out: torch.Tensor = _SameConv.apply(x, conv.weight, conv.bias)
-    return out
-
-
-class _Swish(_Function):
-    @staticmethod
-    def forward(ctx: Any, x: torch.Tensor, alpha: torch.Tensor) -> torch.Tensor:
-        z = alpha * x
-        s = torch.sigmoid(z)
-        ctx.save_for_backward(x, z, s)
-        return x * s
-
-    @staticmethod
-    def backward(ctx: Any, grad: torch.Tensor) -> Gradients:
-        x, z, s = ctx.saved_tensors
-        # d/dx x·σ(αx) = σ(z) (1 + z (1 − σ(z))) at z = αx: SiLU's derivative at z.
-        grad_x = torch.ops.aten.silu_backward(grad, z) if ctx.needs_input_grad[0] else None
-        grad_alpha = None
-        if ctx.needs_input_grad[1]:
-            # d/dα x·σ(αx) = x² σ(z) (1 − σ(z)).
-            inner = torch.ops.aten.sigmoid_backward(grad * x, s)
-            grad_alpha = torch.dot(inner.reshape(-1), x.reshape(-1))
-        return grad_x, grad_alpha
-
-
-def swish(x: torch.Tensor, alpha: torch.Tensor) -> torch.Tensor:
-    """x · sigmoid(alpha · x), with the backward pass above."""
-    out: torch.Tensor = _Swish.apply(x, alpha)
     return out
 
 

@@ -10,6 +10,15 @@ from zerohop.ecg import cpu_layers  # noqa: E402
 from zerohop.ecg.vae import LightVAE, vae_loss  # noqa: E402
 
 
+@pytest.fixture(autouse=True)
+def _few_threads():
+    """The layers are taken on at most MAX_THREADS threads: as on a 2-core machine."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    yield
+    torch.set_num_threads(before)
+
+
 def _plain(monkeypatch):
     monkeypatch.setattr(cpu_layers, "wanted", lambda x: False)
 
@@ -75,11 +84,14 @@ def test_halving_matches_the_depthwise_convolution():
     assert torch.allclose(got_x, want_x, atol=1e-5)
 
 
-def test_the_layers_are_used_on_the_cpu_while_training_only():
+def test_the_layers_are_used_on_the_cpu_while_training_on_few_threads_only():
     x = torch.zeros(2, 1, 8)
     assert cpu_layers.wanted(x)
     with torch.no_grad():
         assert not cpu_layers.wanted(x)
+    torch.set_num_threads(cpu_layers.MAX_THREADS + 1)  # oneDNN's layers are faster there
+    assert not cpu_layers.wanted(x)
+    torch.set_num_threads(2)
     assert cpu_layers.by_matrix_product(torch.zeros(4, 1, 3))
     assert not cpu_layers.by_matrix_product(torch.zeros(16, 8, 3))
 

@@ -1,7 +1,8 @@
 """The VAE's layers on the CPU, with backward passes that autograd and oneDNN do slowly for
 so few channels (1 to 16) done another way. Measured on two threads, a batch of 1,024 beats
 of 256 samples (a training step took 41 ms without them and 32 ms with them, glibc's malloc
-keeping freed memory as the job has it; on 16 threads 14 ms either way):
+keeping freed memory as the job has it; on more than MAX_THREADS threads oneDNN's own are
+faster, and they are kept):
 
 - the gradient of a convolution's input: oneDNN's took 12.5 ms for the decoder's last layer
   (2 → 1 channels), a forward convolution of the gradient with the kernel reversed 0.9 ms;
@@ -38,11 +39,18 @@ else:
 Gradients = tuple[torch.Tensor | None, ...]
 
 
+#: The most CPU threads torch may use for these layers to be taken. A step at batch 1,024 on
+#: an H100 host's 16-core CPU, autograd's layers against these (ms): 4 threads 35.7 against
+#: 28.5, 8 threads 22.6 against 20.5, 16 threads 16.6 against 20.2 — with many threads
+#: oneDNN's convolutions split better than the matrix products and written-out gradients.
+MAX_THREADS = 8
+
+
 def wanted(x: torch.Tensor) -> bool:
     """Whether the layers applied to `x` should take this module's backward passes: a CPU
-    tensor with gradients recorded, outside torch.compile."""
+    tensor with gradients recorded, outside torch.compile, on at most MAX_THREADS threads."""
     return (x.device.type == "cpu" and torch.is_grad_enabled()
-            and not torch.compiler.is_compiling())
+            and not torch.compiler.is_compiling() and torch.get_num_threads() <= MAX_THREADS)
 
 
 def by_matrix_product(weight: torch.Tensor) -> bool:

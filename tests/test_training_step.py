@@ -282,7 +282,8 @@ def test_kept_freed_memory_spares_a_cpu_step_its_page_faults():
     assert applied == "True"
     # Blocks of 36-48 MB, above the 32 MB up to which glibc's own threshold moves, are mapped
     # afresh and faulted in on every allocation by default (~34,000 faults a step here); kept,
-    # at most the heap's growth once (0-1,300 a step over these 10). (The real step's temporaries, 2-4 MB at batch 1024, fault in bursts as glibc moves
-    # its threshold and trims its heap: up to 3,500 a step, some runs none, so they make no
-    # deterministic test; the 24-hour job counted 30 M faults before the setting.)
+    # at most the heap's growth once (0-1,300 a step over these 10). A real step's
+    # temporaries (2-4 MB at batch 1024) fault in bursts as glibc moves its threshold and
+    # trims its heap, up to 3,500 a step and in some runs none, so they make no deterministic
+    # test; the 24-hour job counted 30 M faults before the setting.
     assert default > 20_000 and kept < default / 10, (kept, default)

@@ -86,19 +86,17 @@ class _SameConv(_Function):
             # the gradient with the kernel reversed and its two channel axes swapped.
             grad_x = _convolve(grad, weight.transpose(0, 1).flip(-1), None)
         mask = [False, ctx.needs_input_grad[1], ctx.needs_input_grad[2] and ctx.has_bias]
-        grad_w = grad_b = None
-        pad = weight.shape[-1] // 2
         if not (mask[1] or mask[2]):
-            pass
-        elif by_matrix_product(weight):
+            return grad_x, None, None
+        pad = weight.shape[-1] // 2
+        if by_matrix_product(weight):
             _, grad_w, grad_b = torch.ops.aten._slow_conv2d_backward.output_mask(
                 grad.unsqueeze(2), x.unsqueeze(2), weight.unsqueeze(2),
                 [1, weight.shape[-1]], [1, 1], [0, pad], mask)
-            grad_w = grad_w.squeeze(2) if grad_w is not None else None
-        else:
-            _, grad_w, grad_b = torch.ops.aten.convolution_backward(
-                grad, x, weight, [weight.shape[0]] if ctx.has_bias else None, [1], [pad],
-                [1], False, [0], 1, mask)
+            return grad_x, grad_w.squeeze(2) if grad_w is not None else None, grad_b
+        _, grad_w, grad_b = torch.ops.aten.convolution_backward(
+            grad, x, weight, [weight.shape[0]] if ctx.has_bias else None, [1], [pad], [1],
+            False, [0], 1, mask)
         return grad_x, grad_w, grad_b
 
 

@@ -95,7 +95,7 @@ typecheck: develop
 	$(PY) -m mypy --config-file tests/typing/mypy.ini tests/typing/public_api.py
 	cd python && ../$(PY) -m mypy --config-file ../tests/typing/mypy.ini -m zerohop.memory -m zerohop._install -m zerohop.cuda \
 	  -m zerohop.tour -m zerohop.ecg.text -m zerohop.ecg.output -m zerohop.ecg.errors -m zerohop.ecg.adam \
-	  -m zerohop.ecg.step -m zerohop.ecg.cpu_layers -m zerohop.ecg.report -m zerohop.ecg.batch_report -m zerohop.ecg.plots -m zerohop.ecg.figure_workers \
+	  -m zerohop.ecg.step -m zerohop.ecg.cpu_pass -m zerohop.ecg.report -m zerohop.ecg.batch_report -m zerohop.ecg.plots -m zerohop.ecg.figure_workers \
 	  -m zerohop.ecg.sources -m zerohop.ecg.records -m zerohop.ecg.workers -m zerohop.ecg.vae \
 	  -m zerohop.ecg.pipeline -m zerohop.ecg.batch -m zerohop.ecg.__main__ -m zerohop.ecg.malloc -m zerohop.ecg
 	$(PY) tests/typing/public_api.py

@@ -4,8 +4,8 @@ whose time grows with the batch is bound by the GPU's work; one whose time does 
 launching kernels (or, for a graph, by the kernels' fixed cost). `--fuse` adds the step
 compiled by torch.compile (fused kernels) and replayed, at the batches `--fused-batches`
 names (each compiles anew: tens of seconds). On the CPU (or with `--cpu` on a GPU machine)
-it compares the step through the VAE's CPU layers (zerohop.ecg.cpu_layers) with the same step
-through autograd's plain layers, alternating them, on every thread torch uses.
+it compares the step through zerohop's CPU training kernels (zerohop.ecg.cpu_pass) with the
+same step through torch's autograd, alternating them, on every thread torch uses.
 
     python bench/ecg_step.py [--width 256] [--fuse] [--fused-batches 64,…] [--cpu] [--out FILE]
 """
@@ -19,7 +19,7 @@ from datetime import date
 import torch
 
 from benchlib import emit
-from zerohop.ecg import cpu_layers
+from zerohop.ecg import cpu_pass
 from zerohop.ecg.malloc import keep_freed_memory
 from zerohop.ecg.step import TrainingStep
 from zerohop.ecg.vae import LightVAE, vae_loss
@@ -27,7 +27,7 @@ from zerohop.ecg.vae import LightVAE, vae_loss
 BATCHES = (64, 128, 256, 512, 1024, 2048, 4096)
 
 
-def ms_per_step(device, width, batch, capture, steps=60, fuse=False):
+def ms_per_step(device, width, batch, capture, steps=60, fuse=False, kernels=False):
     torch.manual_seed(0)
     data = torch.randn(max(4 * batch, 8192), width, device=device)
     model = LightVAE(width).to(device)
@@ -37,6 +37,10 @@ def ms_per_step(device, width, batch, capture, steps=60, fuse=False):
         return vae_loss(recon, x, mu, logvar)
 
     step = TrainingStep(model, data, loss, batch, 1e-3, capture=capture, fuse=fuse)
+    if kernels:
+        step.gradients, why = cpu_pass.for_model(model, step.flat, data)
+        if why is not None:
+            raise SystemExit(f"zerohop's CPU kernels cannot train this model: {why}")
     batches = torch.randint(0, len(data), (steps + 10, batch), device=device)
     for b in batches[:10]:  # warm-up and capture
         step(b)
@@ -54,27 +58,22 @@ def ms_per_step(device, width, batch, capture, steps=60, fuse=False):
 CPU_BATCHES = (256, 1024, 4096)
 
 
-def cpu_layers_table(width, rounds=3):
-    """ms per CPU step through autograd's plain layers and through zerohop's CPU layers,
-    alternated `rounds` times (the median of each kept): the host's drift hits both alike."""
-    wanted, most = cpu_layers.wanted, cpu_layers.MAX_THREADS
-    cpu_layers.MAX_THREADS = 1 << 30  # compared on any number of threads
-    lines = ["", f"CPU step, {torch.get_num_threads()} threads: autograd's layers against "
-             f"zerohop.ecg.cpu_layers (median of {rounds} alternated runs of 40 steps; the "
-             f"job takes the latter on at most {most} threads)", "",
-             "| batch | autograd layers ms/step | cpu_layers ms/step | speed-up |",
+def cpu_kernels_table(width, rounds=3):
+    """ms per CPU step through torch's autograd and through zerohop's kernels, alternated
+    `rounds` times (the median of each kept): the host's drift hits both alike."""
+    lines = ["", f"CPU step, {torch.get_num_threads()} threads: torch's autograd against "
+             f"zerohop's training kernels (zerohop.ecg.cpu_pass; median of {rounds} alternated "
+             "runs of 40 steps; forward, backward and Adam)", "",
+             "| batch | autograd ms/step | zerohop kernels ms/step | speed-up |",
              "|---:|---:|---:|---:|"]
-    try:
-        for batch in CPU_BATCHES:
-            times = {True: [], False: []}
-            for _ in range(rounds):
-                for on in (False, True):
-                    cpu_layers.wanted = wanted if on else (lambda x: False)
-                    times[on].append(ms_per_step("cpu", width, batch, False, steps=40)[0])
-            plain, ours = (sorted(times[k])[rounds // 2] for k in (False, True))
-            lines.append(f"| {batch} | {plain:.2f} | {ours:.2f} | {plain / ours:.2f}× |")
-    finally:
-        cpu_layers.wanted, cpu_layers.MAX_THREADS = wanted, most
+    for batch in CPU_BATCHES:
+        times = {True: [], False: []}
+        for _ in range(rounds):
+            for on in (False, True):
+                times[on].append(ms_per_step("cpu", width, batch, False, steps=40,
+                                             kernels=on)[0])
+        plain, ours = (sorted(times[k])[rounds // 2] for k in (False, True))
+        lines.append(f"| {batch} | {plain:.2f} | {ours:.2f} | {plain / ours:.2f}× |")
     return lines
 
 
@@ -126,7 +125,8 @@ def main():
     p.add_argument("--fused-batches", type=lambda v: [int(b) for b in v.split(",")],
                    default=[64, 1024, 2048, 4096])
     p.add_argument("--cpu", action="store_true",
-                   help="only the CPU comparison of the VAE's layers (see the module's note)")
+                   help="only the CPU comparison of autograd and zerohop's training kernels "
+                   "(see the module's note)")
     p.add_argument("--out")
     args = p.parse_args()
     # One compilation per batch (and model): more than dynamo keeps by default.
@@ -134,14 +134,13 @@ def main():
     torch.backends.cudnn.benchmark = args.cudnn_benchmark
     device = "cuda" if torch.cuda.is_available() and not args.cpu else "cpu"
     if device == "cpu":
-        # As the job does: otherwise every step faults its activations in afresh, which
-        # costs the plain layers (more, larger temporaries) more than the CPU layers.
+        # As the job does: otherwise every autograd step faults its activations in afresh.
         keep_freed_memory()
         name = platform.processor() or platform.machine()
         emit([f"# A CPU training step of the flagship's VAE ({date.today()})", "",
               f"{platform.node()}: {name}, {os.cpu_count()} CPUs, torch {torch.__version__}; "
               f"beats of {args.width} samples; glibc's malloc keeping freed memory, as the job "
-              "does."] + cpu_layers_table(args.width), args.out)
+              "does."] + cpu_kernels_table(args.width), args.out)
         return
     cudnn = ("benchmark mode (fastest algorithm per shape, timed)" if args.cudnn_benchmark
              else "heuristics (the default)")

@@ -453,9 +453,9 @@ def test_the_stopping_loss_watches_a_sample_of_the_held_out_beats_and_the_last_a
     measured: list[int] = []
     real = vae._held_out_loss
 
-    def spy(model, normalised, indices, device):  # type: ignore[no-untyped-def]
+    def spy(model, normalised, indices, device, native=None):  # type: ignore[no-untyped-def]
         measured.append(len(indices))
-        return real(model, normalised, indices, device)
+        return real(model, normalised, indices, device, native)
 
     monkeypatch.setattr(vae, "_held_out_loss", spy)
     some = vae.train(beats, epochs=3, progress=False, threads=1, monitored=20)

@@ -5,7 +5,16 @@
 
 import os
 from collections.abc import Iterable, Sequence
-from typing import Any, Literal, NotRequired, TypeAlias, TypedDict, overload, type_check_only
+from typing import (
+    Any,
+    Literal,
+    NotRequired,
+    TypeAlias,
+    TypedDict,
+    final,
+    overload,
+    type_check_only,
+)
 
 import numpy as np
 from numpy.typing import NDArray
@@ -21,6 +30,7 @@ __all__ = [
     "score",
     "read_wfdb",
     "read_annotations",
+    "VaeCpu",
 ]
 
 _Path: TypeAlias = str | os.PathLike[str]
@@ -184,3 +194,21 @@ def read_wfdb(
     record: _Path, *, leads: str | Iterable[str | int] | None = None
 ) -> tuple[Table, _WfdbInfo]: ...
 def read_annotations(path: _Path) -> _Annotations: ...
+
+# The VAE's CPU training pass (crates/zerohop-ecg/src/vae). Tensors: any DLPack producer's
+# compact CPU tensors (torch's for the job).
+@final
+class VaeCpu:
+    def __new__(
+        cls, width: int, *, latent: int = 2, align: int = 16, threads: int = 1
+    ) -> VaeCpu: ...
+    def shapes(self) -> list[list[int]]: ...
+    def offsets(self) -> list[int]: ...
+    @property
+    def size(self) -> int: ...
+    @property
+    def threads(self) -> int: ...
+    def loss_and_gradients(
+        self, values: Any, data: Any, rows: Any, noise: Any, grads: Any
+    ) -> float: ...
+    def loss(self, values: Any, data: Any, rows: Any, noise: Any) -> float: ...

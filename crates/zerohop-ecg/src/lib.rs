@@ -16,6 +16,7 @@ pub mod gpu;
 pub mod segment;
 mod simd;
 pub mod synth;
+pub mod vae;
 pub mod wfdb;
 
 pub use adaptive::segment_with;

@@ -122,6 +122,10 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--no-cuda-graph", action="store_true",
                    help="with --device cuda: run each training step eagerly instead of "
                    "replaying one captured CUDA graph (for comparison or troubleshooting)")
+    p.add_argument("--autograd", action="store_true",
+                   help="on the CPU: train through torch's autograd instead of zerohop's "
+                   "training kernels (the same loss and gradients, several times slower; for "
+                   "comparison or troubleshooting)")
     p.add_argument("--fuse-kernels", action="store_true",
                    help="compile the training step with torch.compile: fewer, fused kernels "
                    "after a compilation of tens of seconds (pays off on long recordings and "
@@ -213,7 +217,7 @@ def _main(argv: Sequence[str] | None = None) -> int:
                     seed=args.seed, cuda_graph=not args.no_cuda_graph,
                     fuse=args.fuse_kernels, batch_per_rank=args.batch_per_rank,
                     monitored=args.held_out_beats, progress=_progress_mode(args),
-                    plots=not args.no_plots)
+                    plots=not args.no_plots, cpu_kernels=not args.autograd)
     try:
         result = run(config)
     except (EcgInputError, OSError, ValueError) as err:
@@ -248,7 +252,7 @@ def _config(args: argparse.Namespace) -> Config:
                   cuda_graph=not args.no_cuda_graph,
                   fuse=args.fuse_kernels, batch_per_rank=args.batch_per_rank,
                   monitored=args.held_out_beats, progress=_progress_mode(args),
-                  plots=not args.no_plots, records=args.records, workers=args.workers,
+                  plots=not args.no_plots, cpu_kernels=not args.autograd, records=args.records, workers=args.workers,
                   ray=args.ray, dask=args.dask, stop_on_error=args.stop_on_error,
                   record_timeout=args.record_timeout, verbose=args.verbose)
 

@@ -303,7 +303,7 @@ def _run(config: Config, torch: ModuleType, world: _World, paths: Sequence[Path]
                         lr=config.lr, seed=config.seed, device=world.device, progress=config.progress,
                         threads=config.threads, cuda_graph=config.cuda_graph,
                         fuse=config.fuse, batch_per_rank=config.batch_per_rank,
-                        monitored=config.monitored)
+                        monitored=config.monitored, cpu_kernels=config.cpu_kernels)
         train_seconds = time.perf_counter() - begun
         mu, _, _, error = embed(trained["model"], parts, trained["scale"], world.device,
                                 reconstructions=False,
@@ -350,6 +350,8 @@ def _run(config: Config, torch: ModuleType, world: _World, paths: Sequence[Path]
                    "steps": trained["steps"], "lr": trained["lr"],
                    "captured": trained["captured"], "why_eager": trained["why_eager"],
                    "fused": trained["fused"], "why_unfused": trained["why_unfused"],
+                   "cpu_kernels": trained["cpu_kernels"],
+                   "why_autograd": trained["why_autograd"],
                    "setup_seconds": trained["setup_seconds"],
                    "losses": trained["losses"], "held_out": trained["held_out"],
                    "epoch_seconds": trained["epoch_seconds"],

@@ -66,6 +66,9 @@ class Config:
     #: Training steps compiled by torch.compile: fewer, fused kernels after a compilation of
     #: tens of seconds, for long runs and several GPUs.
     fuse: bool = False
+    #: On the CPU, each training step's loss and gradients come from zerohop's kernels
+    #: (vae.cpu_pass; False: torch's autograd).
+    cpu_kernels: bool = True
     #: Under torchrun, each rank trains on a whole batch (False: the ranks share one out).
     batch_per_rank: bool = False
     #: Held-out beats the loss is measured on after each epoch to decide when training
@@ -322,7 +325,7 @@ def run(config: Config, say: Callable[[str], object] = print) -> Result:
                         seed=config.seed, device=config.device, progress=config.progress,
                         threads=config.threads, cuda_graph=config.cuda_graph,
                         fuse=config.fuse, batch_per_rank=config.batch_per_rank,
-                        monitored=config.monitored)
+                        monitored=config.monitored, cpu_kernels=config.cpu_kernels)
         stage("train LightVAE (PyTorch)", begun)
         mu, _, _, error = embed(trained["model"], x, trained["scale"], config.device,
                                 center=trained["center"], reconstructions=False)
@@ -392,6 +395,8 @@ def run(config: Config, say: Callable[[str], object] = print) -> Result:
             train={"epochs": config.epochs, "batch_size": trained["batch_size"],
                    "captured": trained["captured"], "why_eager": trained["why_eager"],
                    "fused": trained["fused"], "why_unfused": trained["why_unfused"],
+                   "cpu_kernels": trained["cpu_kernels"],
+                   "why_autograd": trained["why_autograd"],
                    "setup_seconds": trained["setup_seconds"],
                    "final_loss": trained["losses"][-1], "test_loss": trained["test_loss"],
                    "held_out_beats": trained["held_out_beats"],

@@ -78,6 +78,8 @@ class StepInfo(TypedDict):
     why_eager: NotRequired[str | None]
     fused: NotRequired[bool]
     why_unfused: NotRequired[str | None]
+    cpu_kernels: NotRequired[bool]
+    why_autograd: NotRequired[str | None]
     setup_seconds: NotRequired[float]
 
 
@@ -126,14 +128,20 @@ def _bytes(n: float) -> str:
 
 
 def _step_mode(train: StepInfo) -> str:
-    """How a GPU ran the training steps (nothing to say on the CPU)."""
+    """How the training steps ran: on a GPU, graphs and fusion; on the CPU, whose kernels."""
     fused = ""
     if train.get("fused"):
         fused = (f", kernels fused by torch.compile ({train['setup_seconds']:.1f} s to warm "
                  f"up, compile and capture)")
     elif train.get("why_unfused") not in (None, "asked"):
         fused = f", not fused: {train['why_unfused']}"
-    if train["device"] == "cpu" or "captured" not in train:
+    if train["device"] == "cpu":
+        if train.get("cpu_kernels"):
+            return ", each step's loss and gradients in zerohop's CPU kernels" + fused
+        why = train.get("why_autograd")
+        return (f", steps through torch's autograd: {why}" if why not in (None, "asked")
+                else "") + fused
+    if "captured" not in train:
         return fused
     return (", each step one CUDA graph replay" if train["captured"]
             else f", eager steps: {train['why_eager']}") + fused

@@ -68,6 +68,9 @@ class FlatParameters:
 
 Loss = Callable[[torch.Tensor], torch.Tensor]
 Reduce = Callable[[torch.Tensor], None]
+#: The loss of the rows `batch`, its gradients written to the flat gradient buffer: a
+#: backward pass without autograd (`cpu_pass.CpuPass`).
+Gradients = Callable[[torch.Tensor], torch.Tensor]
 
 
 class TrainingStep:
@@ -77,7 +80,9 @@ class TrainingStep:
     the data is on a GPU; any other batch runs eagerly, with the same effect. With `fuse`
     full batches run the compiled forward pass and Adam (see the module's note); should
     compiling fail, the step says why in `why_unfused` and goes on unfused.
-    `setup_seconds` is the time the warm-up steps, the compilation and the capture took."""
+    `setup_seconds` is the time the warm-up steps, the compilation and the capture took.
+    With `gradients` set (see `Gradients`), unfused steps take the loss and gradients from it
+    instead of a forward pass and autograd."""
 
     def __init__(self, model: torch.nn.Module, data: torch.Tensor, loss: Loss,
                  batch_size: int, lr: float, reduce: Reduce | None = None,
@@ -100,6 +105,7 @@ class TrainingStep:
         self._fused_ran = False
         self._was_captured = False
         self.setup_seconds = 0.0
+        self.gradients: Gradients | None = None
 
     @property
     def captured(self) -> bool:
@@ -127,6 +133,10 @@ class TrainingStep:
         return self.loss(self.data.index_select(0, batch).unsqueeze(1))
 
     def _run(self, batch: torch.Tensor, fused: bool = False) -> None:
+        if self.gradients is not None and not fused:
+            loss = self.gradients(batch)
+            self._update(loss, fused)
+            return
         forward = self._fused_forward if fused and self._fused_forward else self._forward
         self._finish(forward(batch), fused)
 
@@ -138,6 +148,10 @@ class TrainingStep:
         grads = torch.autograd.grad(loss, self.flat.params, allow_unused=True,
                                     materialize_grads=True)
         torch._foreach_copy_(self.flat.grad_views, grads)
+        self._update(loss, fused)
+
+    def _update(self, loss: torch.Tensor, fused: bool) -> None:
+        """The ranks' reduction of the gradients, Adam, and the loss counted."""
         if self.reduce is not None:
             self.reduce(self.flat.grads)
         if fused and self._fused_update is not None:

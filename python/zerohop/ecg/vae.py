@@ -16,7 +16,7 @@ import torch
 from torch import nn
 import torch.nn.functional as F
 
-from . import cpu_layers
+from . import cpu_pass
 from .step import Reduce, TrainingStep
 
 if TYPE_CHECKING:
@@ -83,8 +83,6 @@ class Down(_Module):
             # one depthwise convolution is fewer kernels.
             left = F.pad(x, (1, 0))[..., 0:-1:2]
             return left + 2 * x[..., 0::2] + x[..., 1::2]
-        if cpu_layers.wanted(x) and x.shape[-1] % 2 == 0:
-            return cpu_layers.halve_length(x, self.kernel)
         return F.conv1d(x, self.kernel, stride=2, padding=1, groups=self.channels)
 
 
@@ -106,13 +104,13 @@ class LightVAE(_Module):
 
     def encode(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         for conv, down in zip(self.enc, self.down):
-            x = down(self.swish(_conv(conv, x)))
-        return _conv(self.mu_head, x).mean(-1), _conv(self.logvar_head, x).mean(-1)
+            x = down(self.swish(conv(x)))
+        return self.mu_head(x).mean(-1), self.logvar_head(x).mean(-1)
 
     def decode(self, z: torch.Tensor) -> torch.Tensor:
         x = self.project(z).view(-1, 8, self.width // 8)
         for i, conv in enumerate(self.dec):
-            x = _conv(conv, double_length(x))
+            x = conv(double_length(x))
             if i < 2:
                 x = self.swish(x)
         return x
@@ -121,12 +119,6 @@ class LightVAE(_Module):
         mu, logvar = self.encode(x)
         z = mu + torch.randn_like(mu) * torch.exp(0.5 * logvar)
         return self.decode(z), mu, logvar
-
-
-def _conv(conv: nn.Conv1d, x: torch.Tensor) -> torch.Tensor:
-    """`conv(x)`; on the CPU while training, with faster backward passes (`cpu_layers`)."""
-    out: torch.Tensor = cpu_layers.same_conv(conv, x) if cpu_layers.wanted(x) else conv(x)
-    return out
 
 
 def double_length(x: torch.Tensor) -> torch.Tensor:
@@ -245,6 +237,10 @@ class Training(TypedDict):
     why_eager: str | None
     fused: bool
     why_unfused: str | None
+    #: Whether the CPU steps ran zerohop's kernels (`cpu_pass`), and why not (None when they
+    #: did; "asked", "not on the CPU", ...).
+    cpu_kernels: bool
+    why_autograd: str | None
     setup_seconds: float
     beats_trained: int
     #: Held-out beats (every rank's), and how many of them the loss was measured on after
@@ -262,7 +258,8 @@ class Trained(Training):
 def train(beats: Beats, *, epochs: int = 30, batch_size: int | None = None, lr: float = LR,
           seed: int = 42, device: Device = "cpu", progress: Progress = True,
           threads: int | None = None, cuda_graph: bool = True, fuse: bool = False,
-          batch_per_rank: bool = False, monitored: int | None = None) -> Trained:
+          batch_per_rank: bool = False, monitored: int | None = None,
+          cpu_kernels: bool = True) -> Trained:
     """Trains on 75 % of `beats` (n, width) and tests on the rest. Beats are normalised by one
     global shift and scale (their mean and standard deviation), so the model, its losses and
     the outlier scores are the same whatever the input's units (mV or ADC counts); the KL
@@ -279,7 +276,9 @@ def train(beats: Beats, *, epochs: int = 30, batch_size: int | None = None, lr: 
     every epoch; None: MONITORED_BEATS, 0: all of them), and once training ends on all.
     On a GPU each full batch's step replays one CUDA graph (see `step.TrainingStep`) unless
     `cuda_graph` is False. With `fuse` the steps run a forward pass and Adam compiled by
-    torch.compile (fewer, fused kernels, after a compilation of tens of seconds).
+    torch.compile (fewer, fused kernels, after a compilation of tens of seconds). On the CPU
+    (unfused) each step's loss and gradients come from zerohop's kernels (`cpu_pass`: the
+    same values, several times faster than autograd) unless `cpu_kernels` is False.
 
     Returns a dict: model, center, scale, train_idx, test_idx, losses and held_out (per
     epoch run), epoch_seconds (since training began, at the end of each epoch), epoch_split
@@ -288,7 +287,8 @@ def train(beats: Beats, *, epochs: int = 30, batch_size: int | None = None, lr: 
     monitored_beats (how many beats per-epoch `held_out` was measured on), epochs_run,
     best_epoch, stopped_early, batch_size and lr (the ones used), steps, beats_trained, captured (whether steps replayed a CUDA graph) and
     why_eager (why not, or None), fused (whether steps ran compiled code) and why_unfused
-    (why not, or None), setup_seconds (warm-up steps, compilation and capture), threads (CPU
+    (why not, or None), cpu_kernels (whether steps ran zerohop's CPU kernels) and
+    why_autograd (why not, or None), setup_seconds (warm-up steps, compilation and capture), threads (CPU
     threads used, see `training_threads`)."""
     if monitored is not None and monitored < 0:
         raise ValueError(f"monitored={monitored}: the held-out beats to watch are 0 (all) or "
@@ -298,7 +298,7 @@ def train(beats: Beats, *, epochs: int = 30, batch_size: int | None = None, lr: 
     torch.set_num_threads(threads)
     try:
         result = _train(beats, epochs, batch_size, lr, seed, device, progress, cuda_graph,
-                        fuse, batch_per_rank, monitored)
+                        fuse, batch_per_rank, monitored, cpu_kernels)
     finally:
         torch.set_num_threads(before)
     return {**result, "threads": threads}
@@ -422,7 +422,8 @@ def _normalise(parts: Sequence[torch.Tensor],
 
 def _train(beats: Beats, epochs: int, batch_size: int | None, lr: float, seed: int,
            device: Device, progress: Progress, capture: bool, fuse: bool = False,
-           batch_per_rank: bool = False, monitored: int | None = None) -> Training:
+           batch_per_rank: bool = False, monitored: int | None = None,
+           cpu_kernels: bool = True) -> Training:
     started = time.perf_counter()
     torch.manual_seed(seed)
     generator = torch.Generator().manual_seed(seed)
@@ -463,6 +464,13 @@ def _train(beats: Beats, epochs: int, batch_size: int | None, lr: float, seed: i
                         capture=capture and capturable, fuse=fuse)
     if capture and not capturable and torch.device(device).type == "cuda":
         step.why_eager = "gloo's all-reduce cannot be captured in a CUDA graph"
+    why_autograd: str | None = "asked"
+    native: cpu_pass.CpuPass | None = None
+    if fuse:
+        why_autograd = "the step is compiled by torch.compile"
+    elif cpu_kernels:
+        native, why_autograd = cpu_pass.for_model(model, step.flat, normalised)
+        step.gradients = native
     if dist is not None:  # every rank starts from rank 0's parameters
         dist.broadcast(step.flat.values, 0)
         # and draws its own reparameterisation noise: one stream on every rank would give
@@ -500,7 +508,7 @@ def _train(beats: Beats, epochs: int, batch_size: int | None, lr: float, seed: i
         losses.append(summed / count)
         stepped = time.perf_counter()
         # Every rank sees the same reduced held-out loss, so all stop at the same epoch.
-        held_out.append(_held_out_loss(model, normalised, watched, device))
+        held_out.append(_held_out_loss(model, normalised, watched, device, native))
         seconds.append(time.perf_counter() - started)
         split_seconds.append((stepped - begun, time.perf_counter() - stepped))
         if held_out[-1] < held_out[best] * (1 - MIN_IMPROVEMENT):
@@ -515,7 +523,7 @@ def _train(beats: Beats, epochs: int, batch_size: int | None, lr: float, seed: i
     step.close()
     test_loss = held_out[-1] if held_out else math.nan
     if held_out and monitored_beats < held_out_beats:  # the same on every rank
-        test_loss = _held_out_loss(model, normalised, test_on_device, device)
+        test_loss = _held_out_loss(model, normalised, test_on_device, device, native)
     return {"model": model, "center": center, "scale": scale, "train_idx": train_idx,
             "test_idx": test_idx, "losses": losses, "held_out": held_out,
             "epoch_seconds": seconds, "epoch_split": split_seconds,
@@ -525,6 +533,7 @@ def _train(beats: Beats, epochs: int, batch_size: int | None, lr: float, seed: i
             "stopped_early": ran < epochs, "steps": int(steps) * ran,
             "captured": step.captured, "why_eager": step.why_eager,
             "fused": step.fused, "why_unfused": step.why_unfused,
+            "cpu_kernels": step.gradients is not None, "why_autograd": why_autograd,
             "setup_seconds": step.setup_seconds,
             "beats_trained": int(_all_reduce([seen], device)[0])}
 
@@ -592,12 +601,15 @@ def evaluation_chunk(device: Device) -> int:
 
 @_no_grad
 def _held_out_loss(model: LightVAE, normalised: torch.Tensor, indices: torch.Tensor,
-                   device: Device) -> float:
+                   device: Device, native: cpu_pass.CpuPass | None = None) -> float:
     """The loss per beat over the held-out beats (every rank's), in chunks summed on the
-    device and read once."""
+    device and read once; by `native` (the CPU kernels' forward pass) when given."""
     model.eval()
     total = torch.zeros((), dtype=torch.float64, device=normalised.device)
     for idx in indices.split(evaluation_chunk(normalised.device)):
+        if native is not None:
+            total += native.loss(idx)
+            continue
         x = normalised.index_select(0, idx).unsqueeze(1)
         recon, mu, logvar = model(x)
         total += vae_loss(recon, x, mu, logvar)

@@ -9,7 +9,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from zerohop.ecg.adam import Adam  # noqa: E402
+from zerohop._zerohop import ecg as _ecg  # noqa: E402
+from zerohop.ecg.adam import Adam, update  # noqa: E402
 from zerohop.ecg.step import FlatParameters  # noqa: E402
 from zerohop.ecg.vae import LightVAE, vae_loss  # noqa: E402
 
@@ -52,6 +53,40 @@ def test_the_first_step_moves_every_parameter_by_the_learning_rate():
     Adam(values, grads, lr=0.01).step()
     torch.testing.assert_close(values, torch.tensor([-0.01, 0.01, -0.01, 0.01]), rtol=1e-4,
                                atol=0)
+
+
+def test_the_cpu_step_is_torchs_update():
+    """On the CPU the step runs zerohop's Adam; `update` (torch's operations) is what a GPU
+    and torch.compile run: the two agree to float32 rounding over many steps."""
+    g = torch.Generator().manual_seed(1)
+    values = torch.randn(1000, generator=g)
+    ours = Adam(values.clone(), torch.zeros(1000), lr=2e-3)
+    theirs = [values.clone(), torch.zeros(1000), torch.zeros(1000), torch.zeros(1000),
+              torch.zeros((), dtype=torch.float64)]
+    for _ in range(50):
+        grads = torch.randn(1000, generator=g) * torch.rand(1000, generator=g) * 10
+        ours.grads.copy_(grads)
+        theirs[1].copy_(grads)
+        ours.step()
+        update(*theirs, 2e-3, 0.9, 0.999, 1e-8)
+    assert ours.steps == 50
+    for a, b in zip(ours.state, theirs):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)  # moments reach ~10
+    assert not torch.equal(ours.values, values)
+
+
+def test_the_cpu_step_refuses_buffers_that_share_memory():
+    values, grads = torch.zeros(8), torch.zeros(8)
+    mean, square = torch.zeros(8), torch.zeros(8)
+    count = torch.zeros((), dtype=torch.float64)
+    with pytest.raises(ValueError, match="values shares memory with mean"):
+        _ecg.adam_step(values, grads, values, square, count, 1e-3, 0.9, 0.999, 1e-8)
+    with pytest.raises(ValueError, match="count: one element"):
+        _ecg.adam_step(values, grads, mean, square, torch.zeros(2, dtype=torch.float64),
+                       1e-3, 0.9, 0.999, 1e-8)
+    with pytest.raises(ValueError, match="square"):
+        _ecg.adam_step(values, grads, mean, torch.zeros(7), count, 1e-3, 0.9, 0.999, 1e-8)
+    assert not values.any() and float(count) == 0
 
 
 def test_buffers_of_other_shapes_are_refused():

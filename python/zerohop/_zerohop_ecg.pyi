@@ -31,6 +31,7 @@ __all__ = [
     "read_wfdb",
     "read_annotations",
     "VaeCpu",
+    "adam_step",
 ]
 
 _Path: TypeAlias = str | os.PathLike[str]
@@ -212,3 +213,16 @@ class VaeCpu:
         self, values: Any, data: Any, rows: Any, noise: Any, grads: Any
     ) -> float: ...
     def loss(self, values: Any, data: Any, rows: Any, noise: Any) -> float: ...
+
+# One Adam step over flat CPU buffers, in place (the job's zerohop.ecg.adam.Adam on the CPU).
+def adam_step(
+    values: Any,
+    grads: Any,
+    mean: Any,
+    square: Any,
+    count: Any,
+    lr: float,
+    beta1: float,
+    beta2: float,
+    eps: float,
+) -> None: ...

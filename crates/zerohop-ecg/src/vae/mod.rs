@@ -17,12 +17,15 @@
 //! sums are added in chunk order, so the result does not depend on the thread count (nor on
 //! the CPU's vector width).
 
+mod adam;
 mod layers;
 mod layout;
 mod pass;
 
-use rayon::prelude::*;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
 
+pub use adam::{adam_step, AdamParams};
 pub use layout::{Layout, Param};
 
 use crate::error::{invalid, Result};
@@ -39,6 +42,9 @@ pub struct CpuVae {
     layout: Layout,
     pool: rayon::ThreadPool,
     lanes: Lanes,
+    /// Each pool thread's activations, kept from pass to pass (allocating and faulting in
+    /// ~1 MB a thread every step cost more than a small batch's work).
+    scratch: Vec<Mutex<Scratch>>,
 }
 
 impl CpuVae {
@@ -49,10 +55,14 @@ impl CpuVae {
             .thread_name(|k| format!("zerohop-vae-{k}"))
             .build()
             .map_err(|e| invalid("threads", format!("{threads}: {e}")))?;
+        let scratch = (0..pool.current_num_threads())
+            .map(|_| Mutex::new(Scratch::new(layout.width(), layout.latent())))
+            .collect();
         Ok(CpuVae {
             layout,
             pool,
             lanes: Lanes::widest(),
+            scratch,
         })
     }
 
@@ -116,21 +126,39 @@ impl CpuVae {
         }
         let weights = Weights::new(layout, values);
         let backward = grads.is_some();
-        let chunks: Vec<(f64, Vec<f32>)> = self.pool.install(|| {
-            rows.par_chunks(CHUNK)
-                .zip(noise.par_chunks(CHUNK * latent))
-                .map_init(
-                    || Scratch::new(width, latent),
-                    |scratch, (rows, noise)| {
-                        let mut sums = vec![0f32; if backward { layout.len() } else { 0 }];
-                        let sums_wanted = backward.then_some(&mut sums[..]);
-                        let loss =
-                            chunk_pass(lanes, &weights, data, rows, noise, scratch, sums_wanted);
-                        (loss, sums)
-                    },
-                )
-                .collect()
+        // Every thread at once (one wake-up each), taking chunks in turn from a counter until
+        // none are left; the chunks' sums are added in chunk order below.
+        let chunk_count = rows.len().div_ceil(CHUNK);
+        let next = AtomicUsize::new(0);
+        let per_thread: Vec<Vec<(usize, f64, Vec<f32>)>> = self.pool.broadcast(|ctx| {
+            let mut scratch = self.scratch[ctx.index()]
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner());
+            let mut done = Vec::new();
+            loop {
+                let c = next.fetch_add(1, Ordering::Relaxed);
+                if c >= chunk_count {
+                    return done;
+                }
+                let rows = &rows[c * CHUNK..rows.len().min((c + 1) * CHUNK)];
+                let noise = &noise[c * CHUNK * latent..][..rows.len() * latent];
+                let mut sums = vec![0f32; if backward { layout.len() } else { 0 }];
+                let sums_wanted = backward.then_some(&mut sums[..]);
+                let loss = chunk_pass(
+                    lanes,
+                    &weights,
+                    data,
+                    rows,
+                    noise,
+                    &mut scratch,
+                    sums_wanted,
+                );
+                done.push((c, loss, sums));
+            }
         });
+        let mut chunks: Vec<(usize, f64, Vec<f32>)> = per_thread.into_iter().flatten().collect();
+        chunks.sort_unstable_by_key(|&(c, _, _)| c);
+        let chunks: Vec<(f64, Vec<f32>)> = chunks.into_iter().map(|(_, l, s)| (l, s)).collect();
         let mut loss = 0f64;
         for (chunk_loss, _) in &chunks {
             loss += chunk_loss;

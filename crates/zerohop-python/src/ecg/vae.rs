@@ -4,7 +4,7 @@
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use zerohop::TensorView;
-use zerohop_ecg::vae::{CpuVae, Layout, Param};
+use zerohop_ecg::vae::{adam_step as step, AdamParams, CpuVae, Layout, Param};
 
 use crate::base::tensor::PyTensor;
 
@@ -143,6 +143,76 @@ fn overlaps(a: &TensorView, b: &TensorView) -> bool {
     a.nbytes() > 0 && b.nbytes() > 0 && a0 < b0 + b.nbytes() && b0 < a0 + a.nbytes()
 }
 
+/// One Adam step over flat float32 CPU buffers, in place (`zerohop_ecg::vae::adam_step`):
+/// `count` (a float64 tensor of one element, the steps taken) grows by one, `mean` and
+/// `square` move towards `grads`, `values` take the step. No two buffers may share memory.
+#[pyfunction]
+#[allow(clippy::too_many_arguments)]
+fn adam_step(
+    py: Python<'_>,
+    values: &Bound<'_, PyAny>,
+    grads: &Bound<'_, PyAny>,
+    mean: &Bound<'_, PyAny>,
+    square: &Bound<'_, PyAny>,
+    count: &Bound<'_, PyAny>,
+    lr: f64,
+    beta1: f64,
+    beta2: f64,
+    eps: f64,
+) -> PyResult<()> {
+    let names = ["values", "grads", "mean", "square", "count"];
+    let views = [values, grads, mean, square, count]
+        .map(|t| shared(py, t))
+        .into_iter()
+        .collect::<PyResult<Vec<_>>>()?;
+    for a in 0..views.len() {
+        for b in a + 1..views.len() {
+            if overlaps(&views[a], &views[b]) {
+                return Err(PyValueError::new_err(format!(
+                    "{} shares memory with {}: Adam needs five buffers of their own",
+                    names[a], names[b]
+                )));
+            }
+        }
+    }
+    let grads = slice::<f32>("grads", &views[1])?;
+    // SAFETY: no two of the five views share a byte (checked above), and the caller keeps
+    // every other user off the four written ones for the call (the GIL is held throughout).
+    let (values, mean, square, count) = unsafe {
+        (
+            mutable::<f32>("values", &views[0])?,
+            mutable::<f32>("mean", &views[2])?,
+            mutable::<f32>("square", &views[3])?,
+            mutable::<f64>("count", &views[4])?,
+        )
+    };
+    let [count] = count else {
+        return Err(PyValueError::new_err(format!(
+            "count: one element, got {}",
+            count.len()
+        )));
+    };
+    let params = AdamParams {
+        lr,
+        beta1,
+        beta2,
+        eps,
+    };
+    step(values, grads, mean, square, count, params).map_err(to_py)
+}
+
+/// # Safety
+/// As `TensorView::as_mut_slice`: nothing else may use the elements while the slice lives.
+#[allow(clippy::mut_from_ref)]
+unsafe fn mutable<'v, T: zerohop::Element>(
+    name: &str,
+    view: &'v TensorView,
+) -> PyResult<&'v mut [T]> {
+    // SAFETY: passed on to the caller (see above).
+    unsafe { view.as_mut_slice::<T>() }.map_err(|e| PyValueError::new_err(format!("{name}: {e}")))
+}
+
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    m.add_class::<VaeCpu>()
+    m.add_class::<VaeCpu>()?;
+    m.add_function(wrap_pyfunction!(adam_step, m)?)
 }

@@ -70,31 +70,20 @@ impl VaeCpu {
         noise: &Bound<'_, PyAny>,
         grads: &Bound<'_, PyAny>,
     ) -> PyResult<f64> {
-        let [values, data, rows, noise, grads] =
-            [values, data, rows, noise, grads].map(|t| shared(py, t));
-        let (values, data, rows, noise, grads) = (values?, data?, rows?, noise?, grads?);
-        for (name, view) in [
-            ("values", &values),
-            ("data", &data),
-            ("rows", &rows),
-            ("noise", &noise),
-        ] {
+        let inputs = Inputs::share(py, values, data, rows, noise)?;
+        let grads = shared(py, grads)?;
+        for (name, view) in inputs.named() {
             if overlaps(view, &grads) {
                 return Err(PyValueError::new_err(format!(
                     "grads shares memory with {name}: the gradients need a buffer of their own"
                 )));
             }
         }
-        let (values_s, data_s) = (
-            slice::<f32>("values", &values)?,
-            slice::<f32>("data", &data)?,
-        );
-        let (rows_s, noise_s) = (slice::<i64>("rows", &rows)?, slice::<f32>("noise", &noise)?);
+        let (values_s, data_s, rows_s, noise_s) = inputs.slices()?;
         // SAFETY: `grads` shares no byte with the other four (checked above), and the caller
         // keeps every other user off it for the call, as documented; the views keep the
         // producers' memory alive until they drop, after the call.
-        let grads_s = unsafe { grads.as_mut_slice::<f32>() }
-            .map_err(|e| PyValueError::new_err(format!("grads: {e}")))?;
+        let grads_s = unsafe { mutable::<f32>("grads", &grads) }?;
         py.detach(|| {
             self.inner
                 .loss_and_gradients(values_s, data_s, rows_s, noise_s, grads_s)
@@ -111,15 +100,55 @@ impl VaeCpu {
         rows: &Bound<'_, PyAny>,
         noise: &Bound<'_, PyAny>,
     ) -> PyResult<f64> {
-        let [values, data, rows, noise] = [values, data, rows, noise].map(|t| shared(py, t));
-        let (values, data, rows, noise) = (values?, data?, rows?, noise?);
-        let (values_s, data_s) = (
-            slice::<f32>("values", &values)?,
-            slice::<f32>("data", &data)?,
-        );
-        let (rows_s, noise_s) = (slice::<i64>("rows", &rows)?, slice::<f32>("noise", &noise)?);
+        let inputs = Inputs::share(py, values, data, rows, noise)?;
+        let (values_s, data_s, rows_s, noise_s) = inputs.slices()?;
         py.detach(|| self.inner.loss(values_s, data_s, rows_s, noise_s))
             .map_err(to_py)
+    }
+}
+
+/// A pass's four read-only inputs, shared from their producers.
+struct Inputs {
+    values: TensorView,
+    data: TensorView,
+    rows: TensorView,
+    noise: TensorView,
+}
+
+type Slices<'v> = (&'v [f32], &'v [f32], &'v [i64], &'v [f32]);
+
+impl Inputs {
+    fn share(
+        py: Python<'_>,
+        values: &Bound<'_, PyAny>,
+        data: &Bound<'_, PyAny>,
+        rows: &Bound<'_, PyAny>,
+        noise: &Bound<'_, PyAny>,
+    ) -> PyResult<Inputs> {
+        Ok(Inputs {
+            values: shared(py, values)?,
+            data: shared(py, data)?,
+            rows: shared(py, rows)?,
+            noise: shared(py, noise)?,
+        })
+    }
+
+    fn named(&self) -> [(&'static str, &TensorView); 4] {
+        [
+            ("values", &self.values),
+            ("data", &self.data),
+            ("rows", &self.rows),
+            ("noise", &self.noise),
+        ]
+    }
+
+    fn slices(&self) -> PyResult<Slices<'_>> {
+        Ok((
+            slice::<f32>("values", &self.values)?,
+            slice::<f32>("data", &self.data)?,
+            slice::<i64>("rows", &self.rows)?,
+            slice::<f32>("noise", &self.noise)?,
+        ))
     }
 }
 

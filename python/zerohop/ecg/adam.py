@@ -10,10 +10,10 @@ The step count lives on the parameters' device (float64, so the bias corrections
 torch.optim's Python floats do), so a step only queues kernels: it never waits for the host
 and can be captured in a CUDA graph.
 
-On the CPU the step is zerohop's (`_zerohop.ecg.adam_step`, the same operations in the same
-order, equal to float32 rounding): torch ran parts of this one on its OpenMP threads, which then spun for milliseconds
-on the cores the next training pass (`cpu_pass`) wanted — 10 ms a step on 2 threads against
-7.4."""
+On the CPU the step is zerohop's (`_zerohop.ecg.adam_step`: the same operations in the same
+order, equal to float32 rounding). torch ran parts of this one on its OpenMP threads, which
+then spun for milliseconds on the cores the next training pass (`cpu_pass`) wanted: 10 ms a
+step on 2 threads against 7.4."""
 
 from __future__ import annotations
 

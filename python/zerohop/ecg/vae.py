@@ -285,11 +285,12 @@ def train(beats: Beats, *, epochs: int = 30, batch_size: int | None = None, lr: 
     (per epoch: seconds in the steps, seconds measuring the held-out loss), test_loss
     (the last model's held-out loss over every held-out beat), held_out_beats and
     monitored_beats (how many beats per-epoch `held_out` was measured on), epochs_run,
-    best_epoch, stopped_early, batch_size and lr (the ones used), steps, beats_trained, captured (whether steps replayed a CUDA graph) and
-    why_eager (why not, or None), fused (whether steps ran compiled code) and why_unfused
-    (why not, or None), cpu_kernels (whether steps ran zerohop's CPU kernels) and
-    why_autograd (why not, or None), setup_seconds (warm-up steps, compilation and capture), threads (CPU
-    threads used, see `training_threads`)."""
+    best_epoch, stopped_early, batch_size and lr (the ones used), steps, beats_trained,
+    captured (whether steps replayed a CUDA graph) and why_eager (why not, or None), fused
+    (whether steps ran compiled code) and why_unfused (why not, or None), cpu_kernels
+    (whether steps ran zerohop's CPU kernels) and why_autograd (why not, or None),
+    setup_seconds (warm-up steps, compilation and capture), threads (CPU threads used, see
+    `training_threads`)."""
     if monitored is not None and monitored < 0:
         raise ValueError(f"monitored={monitored}: the held-out beats to watch are 0 (all) or "
                          "more")

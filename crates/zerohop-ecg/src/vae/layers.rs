@@ -4,7 +4,7 @@
 //! cases across lanes and no shuffles. Every convolution has a kernel of 3 and keeps the
 //! length (one zero sample of padding at each end).
 //!
-//! Every function is `#[inline(always)]`: they are compiled into the pass that
+//! The kernels are `#[inline(always)]`: they are compiled into the pass that
 //! `simd::by_width!` builds for each vector width, where a `V` is one AVX-512 register, two
 //! AVX2 or four SSE ones. Lanes never mix except in `hsum`, whose order is fixed, so every
 //! width gives the same bits.

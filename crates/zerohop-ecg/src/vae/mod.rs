@@ -1,6 +1,6 @@
 //! The Part 3 VAE's training pass on the CPU: the loss of a batch of beats and every
-//! parameter's gradient, in one pass per beat over activations that stay in the core's
-//! caches. The Python `LightVAE` defines the model (`zerohop.ecg.vae`); this computes the
+//! parameter's gradient, 16 beats at a time (one per vector lane) over activations that stay
+//! in the core's caches. The Python `LightVAE` defines the model (`zerohop.ecg.vae`); this computes the
 //! same loss and gradients (its tests compare them with torch's autograd) without a tensor
 //! per layer and batch: with 1 to 16 channels, torch's convolutions spend most of a step
 //! moving activations and starting threads, not computing.
@@ -42,8 +42,8 @@ pub struct CpuVae {
     layout: Layout,
     pool: rayon::ThreadPool,
     lanes: Lanes,
-    /// Each pool thread's activations, kept from pass to pass (allocating and faulting in
-    /// ~1 MB a thread every step cost more than a small batch's work).
+    /// Each pool thread's activations (~1 MB at width 256), allocated once rather than
+    /// faulted in afresh by every step.
     scratch: Vec<Mutex<Scratch>>,
 }
 

@@ -21,12 +21,14 @@ mod adam;
 mod layers;
 mod layout;
 mod pass;
+mod views;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
 pub use adam::{adam_step, AdamParams};
 pub use layout::{Layout, Param};
+pub use views::{adam_step_in, PassViews};
 
 use crate::error::{invalid, Result};
 use crate::simd::Lanes;

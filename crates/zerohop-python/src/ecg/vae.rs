@@ -1,10 +1,11 @@
-//! `zerohop._zerohop.ecg.VaeCpu`: the VAE's CPU training pass (`zerohop_ecg::vae`) over
-//! tensors any DLPack producer shares (torch's, for the job), read and written in place.
+//! `zerohop._zerohop.ecg.VaeCpu` and `adam_step`: the VAE's CPU training pass and Adam
+//! (`zerohop_ecg::vae`) over tensors any DLPack producer shares (torch's, for the job), read
+//! and written in place.
 
-use pyo3::exceptions::PyValueError;
+use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
 use zerohop::TensorView;
-use zerohop_ecg::vae::{adam_step as step, AdamParams, CpuVae, Layout, Param};
+use zerohop_ecg::vae::{adam_step_in, AdamParams, CpuVae, Layout, Param, PassViews};
 
 use crate::base::tensor::PyTensor;
 
@@ -30,18 +31,14 @@ impl VaeCpu {
 
     /// Every parameter's shape, in `model.parameters()` order.
     fn shapes(&self) -> Vec<Vec<usize>> {
-        Param::ALL
-            .iter()
-            .map(|&p| self.inner.layout().shape(p))
-            .collect()
+        let layout = self.inner.layout();
+        Param::ALL.iter().map(|&p| layout.shape(p)).collect()
     }
 
     /// Where each parameter starts in the flat buffer (elements).
     fn offsets(&self) -> Vec<usize> {
-        Param::ALL
-            .iter()
-            .map(|&p| self.inner.layout().range(p).start)
-            .collect()
+        let layout = self.inner.layout();
+        Param::ALL.iter().map(|&p| layout.range(p).start).collect()
     }
 
     /// Elements of the flat buffers, padding included.
@@ -50,6 +47,7 @@ impl VaeCpu {
         self.inner.layout().len()
     }
 
+    /// Threads the pass runs on.
     #[getter]
     fn threads(&self) -> usize {
         self.inner.threads()
@@ -70,25 +68,17 @@ impl VaeCpu {
         noise: &Bound<'_, PyAny>,
         grads: &Bound<'_, PyAny>,
     ) -> PyResult<f64> {
-        let inputs = Inputs::share(py, values, data, rows, noise)?;
-        let grads = shared(py, grads)?;
-        for (name, view) in inputs.named() {
-            if overlaps(view, &grads) {
-                return Err(PyValueError::new_err(format!(
-                    "grads shares memory with {name}: the gradients need a buffer of their own"
-                )));
-            }
-        }
-        let (values_s, data_s, rows_s, noise_s) = inputs.slices()?;
-        // SAFETY: `grads` shares no byte with the other four (checked above), and the caller
-        // keeps every other user off it for the call, as documented; the views keep the
-        // producers' memory alive until they drop, after the call.
-        let grads_s = unsafe { mutable::<f32>("grads", &grads) }?;
-        py.detach(|| {
-            self.inner
-                .loss_and_gradients(values_s, data_s, rows_s, noise_s, grads_s)
-        })
-        .map_err(to_py)
+        let [values, data, rows, noise, grads] = shared(py, [values, data, rows, noise, grads])?;
+        let inputs = PassViews {
+            values: &values,
+            data: &data,
+            rows: &rows,
+            noise: &noise,
+        };
+        // SAFETY: the caller keeps every other user off `grads` for the call, as documented;
+        // the views keep the producers' memory alive until after it.
+        py.detach(|| unsafe { self.inner.loss_and_gradients_in(&inputs, &grads) })
+            .map_err(to_py)
     }
 
     /// The loss `loss_and_gradients` returns, without the backward pass (no gradient).
@@ -100,76 +90,15 @@ impl VaeCpu {
         rows: &Bound<'_, PyAny>,
         noise: &Bound<'_, PyAny>,
     ) -> PyResult<f64> {
-        let inputs = Inputs::share(py, values, data, rows, noise)?;
-        let (values_s, data_s, rows_s, noise_s) = inputs.slices()?;
-        py.detach(|| self.inner.loss(values_s, data_s, rows_s, noise_s))
-            .map_err(to_py)
+        let [values, data, rows, noise] = shared(py, [values, data, rows, noise])?;
+        let inputs = PassViews {
+            values: &values,
+            data: &data,
+            rows: &rows,
+            noise: &noise,
+        };
+        py.detach(|| self.inner.loss_in(&inputs)).map_err(to_py)
     }
-}
-
-/// A pass's four read-only inputs, shared from their producers.
-struct Inputs {
-    values: TensorView,
-    data: TensorView,
-    rows: TensorView,
-    noise: TensorView,
-}
-
-type Slices<'v> = (&'v [f32], &'v [f32], &'v [i64], &'v [f32]);
-
-impl Inputs {
-    fn share(
-        py: Python<'_>,
-        values: &Bound<'_, PyAny>,
-        data: &Bound<'_, PyAny>,
-        rows: &Bound<'_, PyAny>,
-        noise: &Bound<'_, PyAny>,
-    ) -> PyResult<Inputs> {
-        Ok(Inputs {
-            values: shared(py, values)?,
-            data: shared(py, data)?,
-            rows: shared(py, rows)?,
-            noise: shared(py, noise)?,
-        })
-    }
-
-    fn named(&self) -> [(&'static str, &TensorView); 4] {
-        [
-            ("values", &self.values),
-            ("data", &self.data),
-            ("rows", &self.rows),
-            ("noise", &self.noise),
-        ]
-    }
-
-    fn slices(&self) -> PyResult<Slices<'_>> {
-        Ok((
-            slice::<f32>("values", &self.values)?,
-            slice::<f32>("data", &self.data)?,
-            slice::<i64>("rows", &self.rows)?,
-            slice::<f32>("noise", &self.noise)?,
-        ))
-    }
-}
-
-/// The producer's memory as a zerohop view (no copy).
-fn shared(py: Python<'_>, obj: &Bound<'_, PyAny>) -> PyResult<TensorView> {
-    let imported = py
-        .import("zerohop")?
-        .getattr("from_dlpack")?
-        .call1((obj,))?;
-    let view = imported.cast::<PyTensor>()?.get().view.clone();
-    Ok(view)
-}
-
-fn slice<'v, T: zerohop::Element>(name: &str, view: &'v TensorView) -> PyResult<&'v [T]> {
-    view.as_slice::<T>()
-        .map_err(|e| PyValueError::new_err(format!("{name}: {e}")))
-}
-
-fn overlaps(a: &TensorView, b: &TensorView) -> bool {
-    let (a0, b0) = (a.data_ptr() as usize, b.data_ptr() as usize);
-    a.nbytes() > 0 && b.nbytes() > 0 && a0 < b0 + b.nbytes() && b0 < a0 + a.nbytes()
 }
 
 /// One Adam step over flat float32 CPU buffers, in place (`zerohop_ecg::vae::adam_step`):
@@ -189,56 +118,32 @@ fn adam_step(
     beta2: f64,
     eps: f64,
 ) -> PyResult<()> {
-    let names = ["values", "grads", "mean", "square", "count"];
-    let views = [values, grads, mean, square, count]
-        .map(|t| shared(py, t))
-        .into_iter()
-        .collect::<PyResult<Vec<_>>>()?;
-    for a in 0..views.len() {
-        for b in a + 1..views.len() {
-            if overlaps(&views[a], &views[b]) {
-                return Err(PyValueError::new_err(format!(
-                    "{} shares memory with {}: Adam needs five buffers of their own",
-                    names[a], names[b]
-                )));
-            }
-        }
-    }
-    let grads = slice::<f32>("grads", &views[1])?;
-    // SAFETY: no two of the five views share a byte (checked above), and the caller keeps
-    // every other user off the four written ones for the call (the GIL is held throughout).
-    let (values, mean, square, count) = unsafe {
-        (
-            mutable::<f32>("values", &views[0])?,
-            mutable::<f32>("mean", &views[2])?,
-            mutable::<f32>("square", &views[3])?,
-            mutable::<f64>("count", &views[4])?,
-        )
-    };
-    let [count] = count else {
-        return Err(PyValueError::new_err(format!(
-            "count: one element, got {}",
-            count.len()
-        )));
-    };
+    let views = shared(py, [values, grads, mean, square, count])?;
     let params = AdamParams {
         lr,
         beta1,
         beta2,
         eps,
     };
-    step(values, grads, mean, square, count, params).map_err(to_py)
+    // SAFETY: the caller keeps every other user off the buffers for the call (the GIL is
+    // held throughout); the views keep the producers' memory alive until after it.
+    unsafe { adam_step_in(views.each_ref(), params) }.map_err(to_py)
 }
 
-/// # Safety
-/// As `TensorView::as_mut_slice`: nothing else may use the elements while the slice lives.
-#[allow(clippy::mut_from_ref)]
-unsafe fn mutable<'v, T: zerohop::Element>(
-    name: &str,
-    view: &'v TensorView,
-) -> PyResult<&'v mut [T]> {
-    // SAFETY: passed on to the caller (see above).
-    unsafe { view.as_mut_slice::<T>() }.map_err(|e| PyValueError::new_err(format!("{name}: {e}")))
+/// The producers' memory as zerohop views (no copy).
+fn shared<const N: usize>(
+    py: Python<'_>,
+    objects: [&Bound<'_, PyAny>; N],
+) -> PyResult<[TensorView; N]> {
+    let from_dlpack = py.import("zerohop")?.getattr("from_dlpack")?;
+    let mut views = Vec::with_capacity(N);
+    for obj in objects {
+        let imported = from_dlpack.call1((obj,))?;
+        views.push(imported.cast::<PyTensor>()?.get().view.clone());
+    }
+    views
+        .try_into()
+        .map_err(|_| PyRuntimeError::new_err("one view per object"))
 }
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {

@@ -160,14 +160,10 @@ impl CpuVae {
         });
         let mut chunks: Vec<(usize, f64, Vec<f32>)> = per_thread.into_iter().flatten().collect();
         chunks.sort_unstable_by_key(|&(c, _, _)| c);
-        let chunks: Vec<(f64, Vec<f32>)> = chunks.into_iter().map(|(_, l, s)| (l, s)).collect();
-        let mut loss = 0f64;
-        for (chunk_loss, _) in &chunks {
-            loss += chunk_loss;
-        }
+        let loss = chunks.iter().map(|(_, loss, _)| loss).sum();
         if let Some(grads) = grads {
             grads.fill(0.0);
-            for (_, sums) in &chunks {
+            for (_, _, sums) in &chunks {
                 for (g, s) in grads.iter_mut().zip(sums) {
                     *g += s;
                 }

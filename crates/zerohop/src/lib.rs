@@ -11,6 +11,7 @@ mod device_calls;
 pub mod dlpack;
 pub mod dtype;
 pub mod error;
+pub mod gate;
 pub mod memory;
 #[cfg(feature = "ndarray")]
 pub mod ndarray_views;

@@ -208,9 +208,15 @@ fn unpack_booleans(
         return Err(invalid(what, "its bit buffer is shorter than the array"));
     }
     let bits = BooleanBuffer::new(bits.clone(), start, numel);
-    let bytes: Vec<u8> = bits.iter().map(u8::from).collect();
-    let mut view = TensorView::from_slice(&bytes, dims)?;
-    view = reinterpret(view, DType::BOOL, dims)?;
+    // One byte per row, from zerohop's allocator: a row count a producer lied about is an
+    // out-of-memory error there, not an abort in an infallible allocation.
+    let bytes = TensorView::zeros(DType::U8, dims)?;
+    // SAFETY: a fresh compact tensor of `numel` one-byte elements that nothing else sees yet.
+    let out = unsafe { bytes.as_mut_slice::<u8>() }?;
+    for (byte, bit) in out.iter_mut().zip(bits.iter()) {
+        *byte = u8::from(bit);
+    }
+    let view = reinterpret(bytes, DType::BOOL, dims)?;
     Ok(ImportedTensor {
         view: view.into_readonly(),
         copied: true,

@@ -13,7 +13,7 @@ use std::sync::Arc;
 use arrow_array::ffi::{FFI_ArrowArray, FFI_ArrowSchema};
 use arrow_schema::{DataType, Field, Fields};
 
-use super::ffi_check::{check_array, raw, schema_data_type, RawArrowArray};
+use super::ffi_check::{check_array, check_unreadable_array, raw, schema_data_type, RawArrowArray};
 use super::types::{arrow_type_of, dtype_of_arrow};
 use crate::buffer::Owner;
 use crate::device::Device;
@@ -275,17 +275,36 @@ pub struct DeviceImport {
 /// Reads a device array of numeric primitives or FixedSizeLists of them (or a struct of
 /// those) without touching its buffers. The views keep the array (and so its producer's
 /// memory and event) alive until the last one drops. Nulls are refused: their bitmap lives on
-/// the device and cannot be inspected here.
+/// the device and cannot be inspected here. Memory on a CUDA device this process cannot reach
+/// is refused (see [`crate::gate::require_present`]); the array is released on any refusal.
 pub fn import_device(
+    array: FFI_ArrowDeviceArray,
+    schema: &FFI_ArrowSchema,
+) -> Result<DeviceImport> {
+    import_device_where(array, schema, crate::gate::require_present)
+}
+
+/// [`import_device`] with the check that the device is reachable passed in, so tests on a
+/// machine without a GPU can present host memory as a CUDA device's.
+pub(crate) fn import_device_where(
     mut array: FFI_ArrowDeviceArray,
     schema: &FFI_ArrowSchema,
+    present: fn(Device, &str) -> Result<()>,
 ) -> Result<DeviceImport> {
     let device = Device::from_raw(
         array.device_type,
         i32::try_from(array.device_id).unwrap_or(-1),
     )?;
     let (data_type, _) = schema_data_type(schema)?;
-    check_array(&array.array, &data_type, "(device)")?;
+    // The type first: a string or list column's offsets live on the device, and checking
+    // them would read device memory on the host.
+    check_tensor_form(&data_type, schema.name())?;
+    if crate::gate::host_may_read(device) {
+        check_array(&array.array, &data_type, "(device)")?;
+    } else {
+        check_unreadable_array(&array.array, &data_type, "(device)")?;
+    }
+    present(device, "Arrow device array")?;
     let sync_event = array.sync_event;
     let taken = std::mem::replace(&mut array.array, FFI_ArrowArray::empty());
     let holder: Arc<FFI_ArrowArray> = Arc::new(taken);
@@ -294,7 +313,8 @@ pub fn import_device(
     let mut columns = Vec::new();
     match &data_type {
         DataType::Struct(fields) => {
-            if top.null_count > 0 {
+            // SAFETY: check_array verified the struct's one-entry buffer table.
+            if top.null_count != 0 && !unsafe { *top.buffers }.is_null() {
                 return Err(bad("Arrow device struct", "has null rows"));
             }
             for (i, f) in fields.iter().enumerate() {
@@ -327,6 +347,31 @@ pub fn import_device(
         columns,
         sync_event,
     })
+}
+
+/// Refuses, by column name, a type with no tensor form on a device (strings, lists, …)
+/// before its buffers are looked at.
+fn check_tensor_form(data_type: &DataType, name: Option<&str>) -> Result<()> {
+    fn leaf(t: &DataType, name: &str) -> Result<()> {
+        match t {
+            DataType::FixedSizeList(f, _) => leaf(f.data_type(), name),
+            t if dtype_of_arrow(t).is_some() => Ok(()),
+            t => Err(bad(
+                &format!("device column {name:?}"),
+                format!(
+                    "Arrow type {t} has no tensor form on the device (numeric primitives and \
+                     FixedSizeLists of them only); it was refused before any of its buffers \
+                     were read"
+                ),
+            )),
+        }
+    }
+    match data_type {
+        DataType::Struct(fields) => fields
+            .iter()
+            .try_for_each(|f| leaf(f.data_type(), f.name())),
+        other => leaf(other, name.filter(|n| !n.is_empty()).unwrap_or("values")),
+    }
 }
 
 /// A (rows, dims…) view of `a` starting at logical row `parent_offset`.

@@ -45,16 +45,34 @@ fn bad(what: &str, reason: String) -> Error {
     }
 }
 
-/// Checks `array` (of `data_type`) and its children: a live struct, non-negative length,
-/// offset and null count (or -1), the buffer and child counts the type requires, and non-NULL
-/// tables behind them.
+/// Checks `array` (of `data_type`) and its children, whose buffers the host may read: a live
+/// struct, non-negative length, offset and null count (or -1), the buffer and child counts the
+/// type requires, non-NULL tables behind them, extents that can exist, children as long as
+/// their parent needs, and offsets that never decrease.
 pub fn check_array(array: &FFI_ArrowArray, data_type: &DataType, what: &str) -> Result<()> {
-    check_raw(raw(array), data_type, what, 0)
+    check_raw(raw(array), data_type, what, 0, true)
+}
+
+/// [`check_array`] for an array whose buffers the host must not read (device memory): every
+/// check that needs only the structs, none that reads a buffer; types that cannot be checked
+/// without reading one (offsets, dictionaries, unions, views) are refused.
+pub(crate) fn check_unreadable_array(
+    array: &FFI_ArrowArray,
+    data_type: &DataType,
+    what: &str,
+) -> Result<()> {
+    check_raw(raw(array), data_type, what, 0, false)
 }
 
 const MAX_DEPTH: usize = 64;
 
-fn check_raw(a: &RawArrowArray, data_type: &DataType, what: &str, depth: usize) -> Result<()> {
+fn check_raw(
+    a: &RawArrowArray,
+    data_type: &DataType,
+    what: &str,
+    depth: usize,
+    readable: bool,
+) -> Result<()> {
     if depth > MAX_DEPTH {
         return Err(bad(what, format!("nesting deeper than {MAX_DEPTH} levels")));
     }
@@ -70,8 +88,19 @@ fn check_raw(a: &RawArrowArray, data_type: &DataType, what: &str, depth: usize) 
             ),
         ));
     }
-    if a.length.checked_add(a.offset).is_none() {
+    let Some(slots) = a.length.checked_add(a.offset) else {
         return Err(bad(what, "length + offset overflows".into()));
+    };
+    check_fixed_sizes(data_type, what)?;
+    if !readable && needs_reading(data_type) {
+        return Err(bad(
+            what,
+            format!(
+                "of type {data_type} lives in memory the host cannot read, and its offsets or \
+                 keys would have to be read to check it; only numeric primitives and \
+                 FixedSizeLists or structs of them are taken from a device"
+            ),
+        ));
     }
     let layout = arrow_data::layout(data_type);
     let expected = layout.buffers.len() + usize::from(layout.can_contain_null_mask);
@@ -93,6 +122,7 @@ fn check_raw(a: &RawArrowArray, data_type: &DataType, what: &str, depth: usize) 
     if n_buffers > 0 && a.buffers.is_null() {
         return Err(bad(what, "has a NULL buffer table".into()));
     }
+    check_extents(a, data_type, &layout, slots as usize, what)?;
     let children: Vec<(DataType, String)> = match data_type {
         DataType::Struct(fields) => fields
             .iter()
@@ -135,7 +165,9 @@ fn check_raw(a: &RawArrowArray, data_type: &DataType, what: &str, depth: usize) 
             return Err(bad(child_what, "is NULL".into()));
         }
         // SAFETY: a non-NULL child entry points to a live ArrowArray owned by the parent.
-        check_raw(unsafe { &*child }, child_type, child_what, depth + 1)?;
+        let child = unsafe { &*child };
+        check_raw(child, child_type, child_what, depth + 1, readable)?;
+        check_child_length(child, data_type, slots, child_what)?;
     }
     if let DataType::Dictionary(_, value_type) = data_type {
         if a.dictionary.is_null() {
@@ -145,26 +177,197 @@ fn check_raw(a: &RawArrowArray, data_type: &DataType, what: &str, depth: usize) 
             ));
         }
         // SAFETY: a non-NULL dictionary points to a live ArrowArray owned by the parent.
-        check_raw(unsafe { &*a.dictionary }, value_type, what, depth + 1)?;
+        check_raw(
+            unsafe { &*a.dictionary },
+            value_type,
+            what,
+            depth + 1,
+            readable,
+        )?;
     }
-    match data_type {
+    if !readable {
+        return Ok(());
+    }
+    let last = match data_type {
         DataType::Utf8 | DataType::Binary | DataType::List(_) | DataType::Map(..) => {
-            check_offsets::<i32>(a, what)
+            check_offsets::<i32>(a, what)?
         }
         DataType::LargeUtf8 | DataType::LargeBinary | DataType::LargeList(_) => {
-            check_offsets::<i64>(a, what)
+            check_offsets::<i64>(a, what)?
         }
+        _ => return Ok(()),
+    };
+    if matches!(
+        data_type,
+        DataType::List(_) | DataType::LargeList(_) | DataType::Map(..)
+    ) && a.length > 0
+    {
+        // SAFETY: the children table was checked above to hold one non-NULL live child.
+        let items = unsafe { &**a.children }.length;
+        if last > items {
+            return Err(bad(
+                what,
+                format!("ends at offset {last}, but its items array has {items} entries"),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Types whose structure cannot be checked without reading a buffer (offsets, dictionary
+/// keys, type ids, run ends, view headers).
+fn needs_reading(data_type: &DataType) -> bool {
+    use DataType::*;
+    matches!(
+        data_type,
+        Utf8 | LargeUtf8
+            | Binary
+            | LargeBinary
+            | Utf8View
+            | BinaryView
+            | List(_)
+            | LargeList(_)
+            | ListView(_)
+            | LargeListView(_)
+            | Map(..)
+            | Dictionary(..)
+            | Union(..)
+            | RunEndEncoded(..)
+    )
+}
+
+/// arrow-rs panics on negative fixed sizes (`w:-1`, `+w:-1`) when it lays out the type.
+fn check_fixed_sizes(data_type: &DataType, what: &str) -> Result<()> {
+    match data_type {
+        DataType::FixedSizeBinary(n) | DataType::FixedSizeList(_, n) if *n < 0 => Err(bad(
+            what,
+            format!("of type {data_type} has a negative fixed size ({n})"),
+        )),
         _ => Ok(()),
     }
+}
+
+/// [`check_fixed_sizes`] through every level of a type (a schema names them all at once).
+fn check_type_tree(data_type: &DataType, depth: usize) -> Result<()> {
+    check_fixed_sizes(data_type, "schema")?;
+    if depth > MAX_DEPTH {
+        return Err(bad(
+            "schema",
+            format!("nesting deeper than {MAX_DEPTH} levels"),
+        ));
+    }
+    let mut result = Ok(());
+    let mut visit = |t: &DataType| {
+        if result.is_ok() {
+            result = check_type_tree(t, depth + 1);
+        }
+    };
+    match data_type {
+        DataType::Struct(fields) => fields.iter().for_each(|f| visit(f.data_type())),
+        DataType::Union(fields, _) => fields.iter().for_each(|(_, f)| visit(f.data_type())),
+        DataType::List(f)
+        | DataType::LargeList(f)
+        | DataType::ListView(f)
+        | DataType::LargeListView(f)
+        | DataType::FixedSizeList(f, _)
+        | DataType::Map(f, _) => visit(f.data_type()),
+        DataType::Dictionary(k, v) => {
+            visit(k);
+            visit(v);
+        }
+        DataType::RunEndEncoded(r, v) => {
+            visit(r.data_type());
+            visit(v.data_type());
+        }
+        _ => {}
+    }
+    result
+}
+
+/// Every fixed-width buffer must be able to hold `slots` (offset + length) entries somewhere
+/// in an address space: a length that says otherwise is refused before anything is sized by
+/// it. Variable-width buffers are sized by their offsets, checked separately.
+fn check_extents(
+    a: &RawArrowArray,
+    data_type: &DataType,
+    layout: &arrow_data::DataTypeLayout,
+    slots: usize,
+    what: &str,
+) -> Result<()> {
+    use arrow_data::BufferSpec;
+    let bitmap = slots.div_ceil(8);
+    let offsets_extra = usize::from(matches!(
+        data_type,
+        DataType::Utf8
+            | DataType::LargeUtf8
+            | DataType::Binary
+            | DataType::LargeBinary
+            | DataType::List(_)
+            | DataType::LargeList(_)
+            | DataType::Map(..)
+    ));
+    let mask = usize::from(layout.can_contain_null_mask);
+    let specs = std::iter::repeat_n(None, mask).chain(layout.buffers.iter().map(Some));
+    for (i, spec) in specs.enumerate() {
+        let bytes = match spec {
+            None | Some(BufferSpec::BitMap) => Some(bitmap),
+            Some(BufferSpec::FixedWidth { byte_width, .. }) => {
+                let entries = if i == mask {
+                    slots + offsets_extra
+                } else {
+                    slots
+                };
+                entries.checked_mul(*byte_width)
+            }
+            Some(BufferSpec::VariableWidth | BufferSpec::AlwaysNull) => continue,
+        };
+        // SAFETY: the buffer table is non-NULL and holds n_buffers ≥ the layout's entries.
+        let start = unsafe { *a.buffers.add(i) } as usize;
+        if start == 0 {
+            continue;
+        }
+        let bytes =
+            bytes.ok_or_else(|| bad(what, format!("buffer {i} of {slots} entries overflows")))?;
+        crate::gate::check_extent(start, bytes, &format!("Arrow array {what} buffer {i}"))?;
+    }
+    Ok(())
+}
+
+/// A child must hold every entry its parent addresses (`parent_slots`: the parent's offset +
+/// length): a struct's children one per row, a FixedSizeList's `size` per row.
+fn check_child_length(
+    child: &RawArrowArray,
+    parent_type: &DataType,
+    parent_slots: i64,
+    what: &str,
+) -> Result<()> {
+    let needed = match parent_type {
+        DataType::Struct(_) => Some(parent_slots),
+        DataType::FixedSizeList(_, size) => parent_slots.checked_mul(i64::from(*size)),
+        _ => return Ok(()),
+    };
+    let needed = needed.ok_or_else(|| bad(what, "its parent's entry count overflows".into()))?;
+    if child.length < needed {
+        return Err(bad(
+            what,
+            format!(
+                "has {} entries, its parent addresses {needed} (offset + length of the parent \
+                 × entries per row); a child shorter than its parent would be read past its \
+                 end",
+                child.length
+            ),
+        ));
+    }
+    Ok(())
 }
 
 /// Offsets must start at or above 0 and never decrease: arrow-rs sizes the values buffer
 /// (or child) by the last offset and trusts the rest, so a bad one would turn into reads
 /// outside the producer's memory. The offsets buffer itself holds `offset + length + 1`
 /// entries: the one size the C data interface does promise.
-fn check_offsets<O: Copy + Into<i64>>(a: &RawArrowArray, what: &str) -> Result<()> {
+fn check_offsets<O: Copy + Into<i64>>(a: &RawArrowArray, what: &str) -> Result<i64> {
     if a.length == 0 {
-        return Ok(());
+        return Ok(0);
     }
     // SAFETY: the buffer table is non-NULL with n_buffers ≥ 2 entries (checked above for
     // these types: validity, offsets, …).
@@ -196,7 +399,7 @@ fn check_offsets<O: Copy + Into<i64>>(a: &RawArrowArray, what: &str) -> Result<(
         }
         previous = next;
     }
-    Ok(())
+    Ok(previous)
 }
 
 /// The C ABI layout of `struct ArrowSchema` (arrow-rs keeps its fields private).
@@ -225,6 +428,7 @@ pub fn schema_data_type(schema: &FFI_ArrowSchema) -> Result<(DataType, Option<Sc
     let raw = unsafe { &*(schema as *const FFI_ArrowSchema as *const RawArrowSchema) };
     check_schema(raw, "schema", 0)?;
     let data_type = DataType::try_from(schema).map_err(|e| bad("schema", e.to_string()))?;
+    check_type_tree(&data_type, 0)?;
     let full = matches!(data_type, DataType::Struct(_))
         .then(|| Schema::try_from(schema).ok())
         .flatten();

@@ -10,6 +10,8 @@ pub(crate) use column::{share_as_arrow_buffer, tensor_to_array_within, values_al
 mod device;
 mod device_stream;
 mod ffi_check;
+#[cfg(test)]
+mod hostile_tests;
 mod import;
 mod imported;
 #[cfg(test)]

@@ -9,7 +9,11 @@
 //! * Every fallible call returns a `zh_status`; on anything but `ZH_OK` the calling thread's
 //!   `zh_last_error()` says what went wrong, naming the input. Out-parameters are written
 //!   only on success.
-//! * No panic crosses the boundary: a bug inside zerohop becomes `ZH_INTERNAL`.
+//! * No panic crosses the boundary: every entry point runs inside one guard, and a bug inside
+//!   zerohop becomes `ZH_INTERNAL` with its message. Calls that return no status (the frees,
+//!   `zh_tensors_len`, `zh_tensors_name`, …) record the message and return what they return
+//!   for a NULL handle. After `ZH_INTERNAL`, an input whose ownership passes to the call was
+//!   released if it had been taken, and is leaked if not: never released twice.
 //! * Exported tensors keep the table's memory alive: a table may be freed while tensors of
 //!   it are still held; the memory goes when the last deleter has run.
 //!
@@ -44,12 +48,14 @@ pub extern "C" fn zh_version() -> *const c_char {
             Ok(v) => v,
             Err(_) => panic!("the version has no interior NUL"),
         };
-    VERSION.as_ptr()
+    // Guarded like every entry point, though a constant cannot fail.
+    status::guarded(|| Ok(VERSION.as_ptr())).unwrap_or(VERSION.as_ptr())
 }
 
 /// The DLPack version of the tensors this library exports: major * 100 + minor (103).
 #[no_mangle]
 pub extern "C" fn zh_dlpack_version() -> u32 {
     use zerohop::dlpack::ffi::{DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION};
-    DLPACK_MAJOR_VERSION * 100 + DLPACK_MINOR_VERSION
+    const VERSION: u32 = DLPACK_MAJOR_VERSION * 100 + DLPACK_MINOR_VERSION;
+    status::guarded(|| Ok(VERSION)).unwrap_or(VERSION)
 }

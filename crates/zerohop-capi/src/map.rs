@@ -8,7 +8,9 @@ use zerohop::dlpack::ffi::DLManagedTensorVersioned;
 use zerohop::dlpack::{export_versioned, ExportOptions};
 use zerohop::soa::{MapOptions, MappedTensor, TensorMap};
 
-use crate::status::{give, guard, handle, out_param, release, text, zh_status, Failure, Outcome};
+use crate::status::{
+    give, guard, guarded, handle, out_param, release, text, zh_status, Failure, Outcome,
+};
 use crate::table::zh_table;
 
 /// Export the tensors read-only (DLPack's READ_ONLY flag set).
@@ -207,7 +209,8 @@ pub unsafe extern "C" fn zh_tensors_free(tensors: *mut zh_tensors) {
 #[no_mangle]
 pub unsafe extern "C" fn zh_tensors_len(tensors: *const zh_tensors) -> usize {
     // SAFETY: per the contract.
-    unsafe { handle(tensors, "tensors") }.map_or(0, |t| t.tensors.len())
+    guarded(|| Ok(unsafe { handle(tensors, "tensors") }.map_or(0, |t| t.tensors.len())))
+        .unwrap_or(0)
 }
 
 /// The name of tensor `index`, valid while the handle lives; NULL when out of range.
@@ -219,11 +222,14 @@ pub unsafe extern "C" fn zh_tensors_name(
     tensors: *const zh_tensors,
     index: usize,
 ) -> *const c_char {
-    // SAFETY: per the contract.
-    unsafe { handle(tensors, "tensors") }
-        .ok()
-        .and_then(|t| t.names.get(index))
-        .map_or(std::ptr::null(), |n| n.as_ptr())
+    guarded(|| {
+        // SAFETY: per the contract.
+        Ok(unsafe { handle(tensors, "tensors") }
+            .ok()
+            .and_then(|t| t.names.get(index))
+            .map_or(std::ptr::null(), |n| n.as_ptr()))
+    })
+    .unwrap_or(std::ptr::null())
 }
 
 /// True when tensor `index` is a copy (ZH_MAP_ALLOW_COPY), false for a view of the table.
@@ -232,11 +238,14 @@ pub unsafe extern "C" fn zh_tensors_name(
 /// `tensors` must be a live handle or NULL.
 #[no_mangle]
 pub unsafe extern "C" fn zh_tensors_copied(tensors: *const zh_tensors, index: usize) -> bool {
-    // SAFETY: per the contract.
-    unsafe { handle(tensors, "tensors") }
-        .ok()
-        .and_then(|t| t.tensors.get(index))
-        .is_some_and(|m| m.copied)
+    guarded(|| {
+        // SAFETY: per the contract.
+        Ok(unsafe { handle(tensors, "tensors") }
+            .ok()
+            .and_then(|t| t.tensors.get(index))
+            .is_some_and(|m| m.copied))
+    })
+    .unwrap_or(false)
 }
 
 /// Exports tensor `index` as a DLPack 1.3 managed tensor (the caller owns it and calls its

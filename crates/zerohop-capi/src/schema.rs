@@ -6,7 +6,7 @@ use zerohop::soa::{ColumnKind, ColumnSpec, ComponentOrder, Schema};
 use zerohop::DType;
 
 use crate::status::{
-    give, guard, handle, handle_mut, out_param, release, text, zh_status, Failure, Outcome,
+    give, guard, guarded, handle, handle_mut, out_param, release, text, zh_status, Failure, Outcome,
 };
 
 /// A schema under construction (opaque).
@@ -188,5 +188,5 @@ pub unsafe extern "C" fn zh_schema_add_matrix(
 #[no_mangle]
 pub unsafe extern "C" fn zh_schema_len(schema: *const zh_schema) -> usize {
     // SAFETY: per the contract.
-    unsafe { handle(schema, "schema") }.map_or(0, |s| s.columns.len())
+    guarded(|| Ok(unsafe { handle(schema, "schema") }.map_or(0, |s| s.columns.len()))).unwrap_or(0)
 }

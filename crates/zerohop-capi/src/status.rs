@@ -34,7 +34,18 @@ thread_local! {
 /// stays valid until the next failing call on the same thread.
 #[no_mangle]
 pub extern "C" fn zh_last_error() -> *const c_char {
-    LAST_ERROR.with(|m| m.borrow().as_ptr())
+    // Guarded like every entry point; whatever happens, the caller gets a C string.
+    guarded(|| Ok(message())).unwrap_or_else(|_| message())
+}
+
+/// The thread's message, or "" once the thread's storage is gone (a deleter run from a
+/// thread-local destructor may still ask).
+fn message() -> *const c_char {
+    LAST_ERROR
+        .try_with(|m| m.try_borrow().map(|m| m.as_ptr()).ok())
+        .ok()
+        .flatten()
+        .unwrap_or(c"".as_ptr())
 }
 
 /// An error on its way to the caller: a status and a message.
@@ -86,16 +97,32 @@ pub(crate) type Outcome<T = ()> = Result<T, Failure>;
 fn remember(message: &str) {
     // Interior NULs cannot go into a C string; show them instead of dropping the message.
     let text = CString::new(message.replace('\0', "\\0")).unwrap_or_default();
-    LAST_ERROR.with(|m| *m.borrow_mut() = text);
+    // `try_`: recording a message must not panic itself (no thread storage left, a borrow).
+    let _ = LAST_ERROR.try_with(|m| m.try_borrow_mut().map(|mut m| *m = text));
 }
 
 /// Runs an entry point's body: its failures and panics become a status and a message.
 pub(crate) fn guard(body: impl FnOnce() -> Outcome) -> zh_status {
-    match catch_unwind(AssertUnwindSafe(body)) {
-        Ok(Ok(())) => zh_status::ZH_OK,
+    match guarded(body) {
+        Ok(()) => zh_status::ZH_OK,
+        Err(status) => status,
+    }
+}
+
+/// As [`guard`], for entry points that return a value rather than a status (frees, lengths,
+/// names): the value, or the status of the failure or panic whose message is now recorded
+/// for `zh_last_error`, for the caller to turn into its documented fallback.
+pub(crate) fn guarded<T>(body: impl FnOnce() -> Outcome<T>) -> Result<T, zh_status> {
+    let run = || {
+        #[cfg(feature = "panic-injection")]
+        injection::fire();
+        body()
+    };
+    match catch_unwind(AssertUnwindSafe(run)) {
+        Ok(Ok(value)) => Ok(value),
         Ok(Err(failure)) => {
             remember(&failure.message);
-            failure.status
+            Err(failure.status)
         }
         Err(panic) => {
             let what = panic
@@ -106,7 +133,36 @@ pub(crate) fn guard(body: impl FnOnce() -> Outcome) -> zh_status {
             remember(&format!(
                 "internal error in zerohop (please report): {what}"
             ));
-            zh_status::ZH_INTERNAL
+            Err(zh_status::ZH_INTERNAL)
+        }
+    }
+}
+
+/// Test-only (feature `panic-injection`, enabled by this crate's own tests and never in a
+/// build that ships): makes the calling thread's next entry point panic inside its guard, so
+/// a test can prove, entry point by entry point, that no panic reaches C.
+#[cfg(feature = "panic-injection")]
+#[doc(hidden)]
+pub mod injection {
+    use std::cell::RefCell;
+
+    thread_local! {
+        static ARMED: RefCell<Option<String>> = const { RefCell::new(None) };
+    }
+
+    /// The next guarded call on this thread panics with a message containing `tag`.
+    pub fn panic_in_next_call(tag: &str) {
+        ARMED.with(|a| *a.borrow_mut() = Some(tag.to_owned()));
+    }
+
+    /// Whether a panic is still armed (true after a call that no guard ran).
+    pub fn armed() -> bool {
+        ARMED.with(|a| a.borrow().is_some())
+    }
+
+    pub(crate) fn fire() {
+        if let Some(tag) = ARMED.with(|a| a.borrow_mut().take()) {
+            panic!("panic injected by a test into {tag}");
         }
     }
 }
@@ -160,15 +216,20 @@ pub(crate) fn give<T>(out: *mut *mut T, value: T) {
     unsafe { *out = Box::into_raw(Box::new(value)) };
 }
 
-/// Frees a handle made by [`give`] (NULL: nothing).
+/// Frees a handle made by [`give`] (NULL: nothing), inside the guard: a `zh_*_free` returns
+/// nothing, so a panic while dropping (a resource's deallocate, say) is recorded for
+/// `zh_last_error` and the call returns; the handle is gone either way.
 ///
 /// # Safety
 /// `ptr` must come from `give` for this `T` and not be used again.
 pub(crate) unsafe fn release<T>(ptr: *mut T) {
-    if !ptr.is_null() {
-        // SAFETY: per the contract: a Box leaked by `give`, freed once.
-        drop(unsafe { Box::from_raw(ptr) });
-    }
+    let _ = guarded(|| {
+        if !ptr.is_null() {
+            // SAFETY: per the contract: a Box leaked by `give`, freed once.
+            drop(unsafe { Box::from_raw(ptr) });
+        }
+        Ok(())
+    });
 }
 
 #[cfg(test)]

@@ -110,7 +110,8 @@ fn separate_outputs_become_a_table_and_map_without_a_copy() {
         assert_eq!(zh_tensors_export(tensors, 0, &mut m), zh_status::ZH_OK);
         assert_eq!(take(m), (boxes_at, vec![5, 4]));
         assert_eq!(zh_tensors_export(tensors, 1, &mut m), zh_status::ZH_OK);
-        assert_eq!(take(m), (score_at, vec![5]));
+        // A plain column maps as (n, 1), as over an SoA table (was (n,) before issue #40).
+        assert_eq!(take(m), (score_at, vec![5, 1]));
         zh_tensors_free(tensors);
 
         assert_eq!(zh_table_rows(table, 1, 4, &mut rows), zh_status::ZH_OK);
@@ -219,4 +220,69 @@ fn every_tensor_is_released_once_whatever_is_wrong() {
         );
     }
     assert_eq!(released.load(Ordering::SeqCst), 1);
+}
+
+#[test]
+fn a_spec_gives_the_same_shapes_over_adopted_columns_and_an_soa_table() {
+    let (score, _, _) = tensor(&[5]);
+    let (boxes, _, _) = tensor(&[5, 4]);
+    let names = [c("score"), c("box")];
+    let name_ptrs: Vec<*const c_char> = names.iter().map(|n| n.as_ptr()).collect();
+    let (mut adopted, mut soa, mut schema) = (null_mut(), null_mut(), null_mut());
+    let shapes = |table: *const zh_table| -> Vec<Vec<i64>> {
+        let mut tensors = null_mut();
+        let mut view = std::mem::MaybeUninit::<zh_tensor_view>::uninit();
+        // SAFETY: a live table; the view's shape is read while `tensors` lives.
+        unsafe {
+            let spec = c("score; b: box; s: score");
+            assert_eq!(
+                zh_table_map(table, spec.as_ptr(), 0, &mut tensors),
+                zh_status::ZH_OK,
+                "{}",
+                last_error()
+            );
+            let got = (0..zh_tensors_len(tensors))
+                .map(|i| {
+                    assert_eq!(
+                        zh_tensors_view(tensors, i, view.as_mut_ptr()),
+                        zh_status::ZH_OK
+                    );
+                    let v = view.assume_init();
+                    std::slice::from_raw_parts(v.shape, v.ndim as usize).to_vec()
+                })
+                .collect();
+            zh_tensors_free(tensors);
+            got
+        }
+    };
+    // SAFETY: tensors whose ownership passes to the table; a schema built and freed here.
+    unsafe {
+        assert_eq!(
+            zh_table_from_columns(name_ptrs.as_ptr(), [score, boxes].as_ptr(), 2, &mut adopted),
+            zh_status::ZH_OK
+        );
+        assert_eq!(zh_schema_new(&mut schema), zh_status::ZH_OK);
+        let f32 = c("float32");
+        assert_eq!(
+            zh_schema_add_column(schema, names[0].as_ptr(), f32.as_ptr()),
+            zh_status::ZH_OK
+        );
+        assert_eq!(
+            zh_schema_add_vector(schema, names[1].as_ptr(), f32.as_ptr(), 4),
+            zh_status::ZH_OK
+        );
+        assert_eq!(
+            zh_table_new(schema, 5, 0, null(), &mut soa),
+            zh_status::ZH_OK
+        );
+        zh_schema_free(schema);
+    }
+    let want = vec![vec![5, 1], vec![5, 4], vec![5, 1]];
+    assert_eq!(shapes(soa), want, "SoA");
+    assert_eq!(shapes(adopted), want, "adopted columns");
+    // SAFETY: live handles, freed once.
+    unsafe {
+        zh_table_free(adopted);
+        zh_table_free(soa);
+    }
 }

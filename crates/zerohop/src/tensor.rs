@@ -462,6 +462,33 @@ impl TensorView {
         Ok(out)
     }
 
+    /// A new axis of extent 1 at `axis` (0 ..= ndim), sharing memory: a column (n,) seen as
+    /// (n, 1). The new stride is what a compact tensor would have there, so compact stays
+    /// compact.
+    pub fn unsqueeze(&self, axis: usize) -> Result<Self> {
+        let ndim = self.ndim();
+        if axis > ndim || ndim >= MAX_NDIM {
+            return Err(Error::InvalidArgument {
+                what: "axis".into(),
+                reason: format!("cannot add axis {axis} to a {ndim}-d tensor"),
+            });
+        }
+        let (mut shape, mut strides) = ([0i64; MAX_NDIM], [0i64; MAX_NDIM]);
+        shape[..axis].copy_from_slice(&self.shape()[..axis]);
+        strides[..axis].copy_from_slice(&self.strides()[..axis]);
+        shape[axis] = 1;
+        // An extent-1 axis is never stepped along, so its stride reaches no memory.
+        strides[axis] = match axis {
+            a if a == ndim => 1,
+            a => self.shape()[a].saturating_mul(self.strides()[a]),
+        };
+        shape[axis + 1..=ndim].copy_from_slice(&self.shape()[axis..]);
+        strides[axis + 1..=ndim].copy_from_slice(&self.strides()[axis..]);
+        let mut out = self.clone();
+        out.dims = Dims::new(&shape[..=ndim], &strides[..=ndim]);
+        Ok(out)
+    }
+
     pub(crate) fn check_typed_host<T: Element>(&self) -> Result<()> {
         if !self.device.is_host_accessible() {
             return Err(Error::NotHostAccessible {
@@ -672,6 +699,30 @@ mod tests {
         assert!(row.as_slice::<i32>().is_ok());
         assert!(t.slice_axis(1, 2, 5, 1).is_err());
         assert!(t.slice_axis(3, 0, 1, 1).is_err());
+    }
+
+    #[test]
+    fn a_unit_axis_goes_anywhere_and_keeps_compact_compact() {
+        let t = iota(&[2, 3]);
+        for (axis, shape, strides) in [
+            (0, [1, 2, 3], [6, 3, 1]),
+            (1, [2, 1, 3], [3, 3, 1]),
+            (2, [2, 3, 1], [3, 1, 1]),
+        ] {
+            let u = t.unsqueeze(axis).unwrap();
+            assert_eq!(
+                (u.shape(), u.strides()),
+                (&shape[..], &strides[..]),
+                "{axis}"
+            );
+            assert!(u.is_contiguous() && u.data_ptr() == t.data_ptr(), "{axis}");
+            assert_eq!(u.to_vec::<i32>().unwrap(), t.to_vec::<i32>().unwrap());
+        }
+        assert!(t.unsqueeze(3).is_err());
+        let column = iota(&[4]).slice_axis(0, 0, 4, 2).unwrap();
+        let u = column.unsqueeze(1).unwrap();
+        assert_eq!((u.shape(), u.strides()), (&[2, 1][..], &[2, 1][..]));
+        assert_eq!(u.to_vec::<i32>().unwrap(), [0, 2]);
     }
 
     #[test]

@@ -88,6 +88,35 @@ fn slices_share_memory_and_refuse_rows_outside() {
 }
 
 #[test]
+fn one_spec_gives_one_rank_on_every_kind() {
+    // A model sees one shape per spec, whatever storage the table has: CMS's (n, 1) for a
+    // one-column group, (n, R) for one vector. Arrow batches (feature `arrow`) too.
+    #[allow(unused_mut)]
+    let mut all = tables();
+    #[cfg(feature = "arrow")]
+    all.push(
+        Table::from_views(
+            vec![
+                ("x".into(), TensorView::zeros(DType::F32, &[10]).unwrap()),
+                ("p".into(), TensorView::zeros(DType::F32, &[10, 3]).unwrap()),
+            ],
+            Stream(0),
+        )
+        .unwrap(),
+    );
+    let map = TensorMap::parse("x; out: p; named: x").unwrap();
+    for table in all {
+        let kind = table.kind();
+        let mapped = table.map(&map, MapOptions::default(), None).unwrap();
+        let shapes: Vec<&[i64]> = mapped.iter().map(|m| m.view.shape()).collect();
+        assert_eq!(shapes, [&[10, 1][..], &[10, 3], &[10, 1]], "{kind}");
+        let x = table.column("x", ColumnOptions::default()).unwrap().0;
+        assert_eq!(mapped[0].view.data_ptr(), x.data_ptr(), "{kind}: a view");
+        assert_eq!(x.shape(), [10], "{kind}: a column alone stays (n,)");
+    }
+}
+
+#[test]
 fn a_missing_column_is_named_with_the_columns_there_are() {
     for table in tables() {
         let err = table.column("nope", ColumnOptions::default()).unwrap_err();

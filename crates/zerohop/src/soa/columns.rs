@@ -110,7 +110,10 @@ impl ColumnTable {
     }
 
     /// The map's tensors: each group must name one column (adopted columns are separate
-    /// allocations, so a group of several has no strided form), handed out as that column.
+    /// allocations, so a group of several has no strided form), handed out as that column,
+    /// with the rank an SoA table or an Arrow batch gives the same spec: a plain column (n,)
+    /// becomes (n, 1), the k axis CMS models expect of a one-column group; vectors (n, R) and
+    /// matrices (n, R, C) keep their shape.
     pub fn map(&self, map: &TensorMap, options: MapOptions) -> Result<Vec<MappedTensor>> {
         map.names()
             .into_iter()
@@ -126,7 +129,10 @@ impl ColumnTable {
                         ),
                     });
                 };
-                let view = self.column(column)?;
+                let mut view = self.column(column)?;
+                if view.ndim() == 1 {
+                    view = view.unsqueeze(1)?;
+                }
                 Ok(MappedTensor {
                     name: name.into(),
                     columns: Arc::from(columns.clone()),

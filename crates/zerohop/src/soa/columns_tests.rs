@@ -38,6 +38,12 @@ fn adopted_columns_are_the_producers_memory() {
     assert_eq!(tensors.len(), 2);
     assert_eq!(tensors[0].view.data_ptr(), addresses[1]);
     assert_eq!(tensors[1].view.data_ptr(), addresses[0]);
+    // The plain column gets the k axis an SoA table's one-column group has; the vector not.
+    assert_eq!(tensors[0].view.shape(), [6, 4]);
+    assert_eq!(
+        (tensors[1].view.shape(), tensors[1].view.strides()),
+        (&[6, 1][..], &[1, 1][..])
+    );
     assert!(tensors.iter().all(|t| t.view.is_readonly() && !t.copied));
 }
 

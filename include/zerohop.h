@@ -442,12 +442,13 @@ enum zh_status zh_table_new(const struct zh_schema *schema, uintptr_t rows, uint
 // array, a memory-mapped file), laid out for `schema`, `rows` and `alignment` (0: 128) by the
 // CMS SoA rules (`zh_table_column_info` tells where each column is): nothing is copied and
 // zerohop allocates nothing for it. `device` is -1 for host memory, N for CUDA device N (the
-// driver must agree the pointer is on that device).
+// driver must agree the pointer is on that device); any other number is ZH_INVALID_ARGUMENT.
 //
 // Ownership of the memory passes to the table in every case: `release(ctx)` runs exactly once,
 // when the last table, slice or exported tensor over the memory is gone (on whichever thread
-// drops it), or before this call returns when the memory is refused: too small for the layout,
-// not aligned for its widest element, NULL, on another device than `device` says. `release`
+// drops it), or before this call returns when anything is refused: memory too small for the
+// layout, not aligned for its widest element, NULL, on another device than `device` says, a
+// `device` that is neither -1 nor a CUDA number, a bad schema or out-parameter. `release`
 // must not be NULL (pass a function that does nothing to keep ownership yourself, and keep the
 // memory alive until it is called).
 //
@@ -504,11 +505,15 @@ enum zh_status zh_table_write_column(struct zh_table *table, const char *name, D
 // extent (the rows) and the same device; names must be distinct and non-empty.
 //
 // Ownership of all `n` tensors passes here whatever the outcome: on any error every deleter
-// has run when this returns. Such a table maps one column per tensor (a group of several
-// columns has no strided form across allocations: ZH_INVALID_ARGUMENT, as for any group no
-// strides describe), slices with `zh_table_rows`, exports and writes columns; `zh_table_export` and `zh_table_column_info`
-// (one-buffer notions) are ZH_UNSUPPORTED, and `zh_table_get_info` gives `data` NULL and
-// `nbytes` the columns' bytes.
+// has run when this returns. One managed tensor passed twice (for two columns) is refused
+// (ZH_INVALID_ARGUMENT) before any is taken; its deleter then runs once, like every other's.
+//
+// Such a table maps one column per tensor, with the shapes an SoA table gives the same spec:
+// a plain (n,) column as (n, 1), a vector (n, R) and a matrix (n, R, C) as they are. A group of
+// several columns has no strided form across allocations: ZH_INVALID_ARGUMENT, as for any
+// group no strides describe. It slices with `zh_table_rows`, exports and writes columns;
+// `zh_table_export` and `zh_table_column_info` (one-buffer notions) are ZH_UNSUPPORTED, and
+// `zh_table_get_info` gives `data` NULL and `nbytes` the columns' bytes.
 //
 // # Safety
 // `names` an array of `n` NUL-terminated strings (or NULL); `tensors` an array of `n` live

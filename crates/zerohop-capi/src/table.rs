@@ -1,6 +1,8 @@
 //! `zh_table`: an SoA table (every column padded to the alignment in one buffer) on host or
 //! device memory, its columns exported through DLPack, and DLPack tensors written into them.
 
+use std::collections::hash_map::{Entry, HashMap};
+use std::collections::HashSet;
 use std::ffi::{c_char, c_void};
 use std::ptr::NonNull;
 use std::sync::Arc;
@@ -112,12 +114,13 @@ pub type zh_release_fn = Option<unsafe extern "C" fn(ctx: *mut c_void)>;
 /// array, a memory-mapped file), laid out for `schema`, `rows` and `alignment` (0: 128) by the
 /// CMS SoA rules (`zh_table_column_info` tells where each column is): nothing is copied and
 /// zerohop allocates nothing for it. `device` is -1 for host memory, N for CUDA device N (the
-/// driver must agree the pointer is on that device).
+/// driver must agree the pointer is on that device); any other number is ZH_INVALID_ARGUMENT.
 ///
 /// Ownership of the memory passes to the table in every case: `release(ctx)` runs exactly once,
 /// when the last table, slice or exported tensor over the memory is gone (on whichever thread
-/// drops it), or before this call returns when the memory is refused: too small for the layout,
-/// not aligned for its widest element, NULL, on another device than `device` says. `release`
+/// drops it), or before this call returns when anything is refused: memory too small for the
+/// layout, not aligned for its widest element, NULL, on another device than `device` says, a
+/// `device` that is neither -1 nor a CUDA number, a bad schema or out-parameter. `release`
 /// must not be NULL (pass a function that does nothing to keep ownership yourself, and keep the
 /// memory alive until it is called).
 ///
@@ -151,7 +154,8 @@ pub unsafe extern "C" fn zh_table_wrap(
         } else {
             alignment
         };
-        let device = Device::from_allocator_index(device);
+        // Only -1 and CUDA numbers: any other number is refused, not taken for the host.
+        let device = Device::from_allocator_index(device)?;
         // SAFETY: the caller's contract: the memory lives until `owner` releases it.
         let table =
             unsafe { SoaTable::wrap(schema, rows, alignment, data.cast(), bytes, device, owner) }?;
@@ -396,11 +400,15 @@ fn device_write(_: &TensorView, source: &TensorView, name: &str, _: usize) -> Ou
 /// extent (the rows) and the same device; names must be distinct and non-empty.
 ///
 /// Ownership of all `n` tensors passes here whatever the outcome: on any error every deleter
-/// has run when this returns. Such a table maps one column per tensor (a group of several
-/// columns has no strided form across allocations: ZH_INVALID_ARGUMENT, as for any group no
-/// strides describe), slices with `zh_table_rows`, exports and writes columns; `zh_table_export` and `zh_table_column_info`
-/// (one-buffer notions) are ZH_UNSUPPORTED, and `zh_table_get_info` gives `data` NULL and
-/// `nbytes` the columns' bytes.
+/// has run when this returns. One managed tensor passed twice (for two columns) is refused
+/// (ZH_INVALID_ARGUMENT) before any is taken; its deleter then runs once, like every other's.
+///
+/// Such a table maps one column per tensor, with the shapes an SoA table gives the same spec:
+/// a plain (n,) column as (n, 1), a vector (n, R) and a matrix (n, R, C) as they are. A group of
+/// several columns has no strided form across allocations: ZH_INVALID_ARGUMENT, as for any
+/// group no strides describe. It slices with `zh_table_rows`, exports and writes columns;
+/// `zh_table_export` and `zh_table_column_info` (one-buffer notions) are ZH_UNSUPPORTED, and
+/// `zh_table_get_info` gives `data` NULL and `nbytes` the columns' bytes.
 ///
 /// # Safety
 /// `names` an array of `n` NUL-terminated strings (or NULL); `tensors` an array of `n` live
@@ -414,25 +422,39 @@ pub unsafe extern "C" fn zh_table_from_columns(
     out: *mut *mut zh_table,
 ) -> zh_status {
     guard(|| {
+        let given: &[*mut DLManagedTensorVersioned] = if tensors.is_null() {
+            &[]
+        } else {
+            // SAFETY: per the contract, `tensors` holds `n` entries.
+            unsafe { std::slice::from_raw_parts(tensors, n) }
+        };
+        // One tensor given twice would have its deleter run twice (a use after free): found
+        // before anything is taken, then every distinct tensor is released once below.
+        let repeated = repeated_tensor(given);
         // Take every tensor first, so that all are released whatever else is wrong.
         let mut views = Vec::with_capacity(n);
-        let mut first_error = None;
-        if !tensors.is_null() {
-            for i in 0..n {
-                // SAFETY: per the contract, `tensors` holds `n` entries.
-                let managed = unsafe { *tensors.add(i) };
-                let view = match NonNull::new(managed) {
-                    // SAFETY: per the contract; on error the import has run the deleter.
-                    Some(m) => unsafe { import_versioned(m) }
-                        .map(|imported| imported.view)
-                        .map_err(|e| Failure::invalid(format!("column tensor {i}: {e}"))),
-                    None => Err(Failure::invalid(format!("column tensor {i} is NULL"))),
-                };
-                match view {
-                    Ok(v) => views.push(v),
-                    Err(e) => {
-                        first_error.get_or_insert(e);
-                    }
+        let mut first_error = repeated.map(|(first, again)| {
+            Failure::invalid(format!(
+                "column tensors {first} and {again} are the same managed tensor: each is \
+                 adopted once (its deleter runs once); export one per column"
+            ))
+        });
+        let mut taken = HashSet::new();
+        for (i, &managed) in given.iter().enumerate() {
+            if repeated.is_some() && !taken.insert(managed) {
+                continue; // released already, at its first position
+            }
+            let view = match NonNull::new(managed) {
+                // SAFETY: per the contract; on error the import has run the deleter.
+                Some(m) => unsafe { import_versioned(m) }
+                    .map(|imported| imported.view)
+                    .map_err(|e| Failure::invalid(format!("column tensor {i}: {e}"))),
+                None => Err(Failure::invalid(format!("column tensor {i} is NULL"))),
+            };
+            match view {
+                Ok(v) => views.push(v),
+                Err(e) => {
+                    first_error.get_or_insert(e);
                 }
             }
         }
@@ -462,5 +484,22 @@ pub unsafe extern "C" fn zh_table_from_columns(
             zh_table::new(ColumnTable::new(columns, stream)?.into()),
         );
         Ok(())
+    })
+}
+
+/// The first two positions holding the same non-NULL managed tensor, if any.
+fn repeated_tensor(given: &[*mut DLManagedTensorVersioned]) -> Option<(usize, usize)> {
+    let mut first_at = HashMap::with_capacity(given.len());
+    given.iter().enumerate().find_map(|(i, &m)| {
+        if m.is_null() {
+            return None;
+        }
+        match first_at.entry(m) {
+            Entry::Occupied(first) => Some((*first.get(), i)),
+            Entry::Vacant(slot) => {
+                slot.insert(i);
+                None
+            }
+        }
     })
 }

@@ -223,6 +223,39 @@ fn every_tensor_is_released_once_whatever_is_wrong() {
 }
 
 #[test]
+fn one_tensor_given_twice_is_refused_and_released_once() {
+    let (a, _, a_released) = tensor(&[3]);
+    let (b, _, b_released) = tensor(&[3]);
+    let names = [c("x"), c("y"), c("z"), c("w")];
+    let name_ptrs: Vec<*const c_char> = names.iter().map(|n| n.as_ptr()).collect();
+    let untouched = NonNull::<zh_table>::dangling().as_ptr();
+    let mut table = untouched;
+    // SAFETY: two live tensors, `a` given at 0, 2 and 3: ownership of each passes once.
+    unsafe {
+        assert_eq!(
+            zh_table_from_columns(name_ptrs.as_ptr(), [a, b, a, a].as_ptr(), 4, &mut table),
+            zh_status::ZH_INVALID_ARGUMENT
+        );
+    }
+    assert!(
+        last_error().contains("column tensors 0 and 2 are the same managed tensor"),
+        "{}",
+        last_error()
+    );
+    assert_eq!(table, untouched, "*out untouched");
+    assert_eq!(
+        a_released.load(Ordering::SeqCst),
+        1,
+        "the repeated one: once"
+    );
+    assert_eq!(
+        b_released.load(Ordering::SeqCst),
+        1,
+        "the others: once, as on any error"
+    );
+}
+
+#[test]
 fn a_spec_gives_the_same_shapes_over_adopted_columns_and_an_soa_table() {
     let (score, _, _) = tensor(&[5]);
     let (boxes, _, _) = tensor(&[5, 4]);

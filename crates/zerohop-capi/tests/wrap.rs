@@ -297,6 +297,41 @@ fn a_refused_buffer_is_released_at_once_and_untouched() {
 }
 
 #[test]
+fn a_device_number_other_than_the_host_or_a_cuda_device_is_refused() {
+    let mut program = Program::new(10);
+    let base = program.words.as_mut_ptr().cast::<c_void>();
+    let s = schema();
+    let untouched = std::ptr::NonNull::<zh_table>::dangling().as_ptr();
+    for (i, device) in [-2, -7, i32::MIN].into_iter().enumerate() {
+        let mut table = untouched;
+        // SAFETY: live schema and buffer; the device number is what is tested.
+        let status = unsafe {
+            zh_table_wrap(
+                s,
+                10,
+                0,
+                base,
+                soa_bytes(10),
+                device,
+                Some(give_back),
+                program.ctx(),
+                &mut table,
+            )
+        };
+        assert_eq!(status, zh_status::ZH_INVALID_ARGUMENT, "device {device}");
+        let says = last_error();
+        assert!(
+            says.contains("device") && says.contains(&device.to_string()),
+            "{device}: {says}"
+        );
+        assert_eq!(table, untouched, "device {device}: *out untouched");
+        assert_eq!(program.releases(), i + 1, "device {device}: released once");
+    }
+    // SAFETY: freed once.
+    unsafe { zh_schema_free(s) };
+}
+
+#[test]
 fn matrix_orders_and_sizes_out_of_range_are_refused() {
     let mut s = null_mut();
     let mut table = null_mut();

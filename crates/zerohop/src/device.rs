@@ -110,12 +110,18 @@ impl Device {
     }
 
     /// The device a framework's allocator hook names by number (torch's pluggable allocator,
-    /// zerohop's C entry points): a negative number is the host, N is CUDA device N.
-    pub const fn from_allocator_index(index: i32) -> Device {
-        if index < 0 {
-            Device::CPU
-        } else {
-            Device::cuda(index)
+    /// zerohop's C entry points): -1 is the host, N ≥ 0 is CUDA device N. Any other negative
+    /// number is refused: taking it for the host would hand device code host memory.
+    pub fn from_allocator_index(index: i32) -> Result<Device> {
+        match index {
+            -1 => Ok(Device::CPU),
+            0.. => Ok(Device::cuda(index)),
+            _ => Err(Error::InvalidArgument {
+                what: "device".into(),
+                reason: format!(
+                    "{index} is neither -1 (the host) nor a CUDA device number (0, 1, …)"
+                ),
+            }),
         }
     }
 
@@ -203,10 +209,16 @@ mod tests {
 
     #[test]
     fn allocator_indices_name_the_host_or_a_cuda_device() {
-        assert_eq!(Device::from_allocator_index(-1), Device::CPU);
-        assert_eq!(Device::from_allocator_index(i32::MIN), Device::CPU);
-        assert_eq!(Device::from_allocator_index(0), Device::cuda(0));
-        assert_eq!(Device::from_allocator_index(5), Device::cuda(5));
+        assert_eq!(Device::from_allocator_index(-1).unwrap(), Device::CPU);
+        assert_eq!(Device::from_allocator_index(0).unwrap(), Device::cuda(0));
+        assert_eq!(Device::from_allocator_index(5).unwrap(), Device::cuda(5));
+        for bad in [-2, i32::MIN] {
+            let err = Device::from_allocator_index(bad).unwrap_err().to_string();
+            assert!(
+                err.contains("device") && err.contains(&bad.to_string()),
+                "{err}"
+            );
+        }
     }
 
     #[test]

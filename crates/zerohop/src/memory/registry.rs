@@ -87,7 +87,7 @@ fn framework_size(size: isize) -> Result<usize> {
 }
 
 fn framework_resource(device: i32) -> Result<Arc<dyn MemoryResource>> {
-    let place = Device::from_allocator_index(device);
+    let place = Device::from_allocator_index(device)?;
     current_resource(place).ok_or_else(|| Error::InvalidArgument {
         what: format!("allocation on {place}"),
         reason: "no resource is current for it: set one (zh_resource_set_current in C, \

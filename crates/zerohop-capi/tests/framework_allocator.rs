@@ -41,6 +41,18 @@ fn framework_allocations_come_from_the_current_resource() {
         assert!(zh_cuda_malloc(64, 3, null_mut()).is_null());
         let message = CStr::from_ptr(zh_last_error()).to_str().unwrap();
         assert!(message.contains("cuda:3") && message.contains("zh_resource_set_current"));
+        // -1 is the host, N a CUDA device; -2 is neither, not the host (issue #40).
+        assert!(zh_cuda_malloc(64, -2, null_mut()).is_null());
+        let message = CStr::from_ptr(zh_last_error()).to_str().unwrap();
+        assert!(message.contains("device: -2 is neither"), "{message}");
+        assert_eq!(
+            zh_resource_statistics(stats, &mut counted),
+            zh_status::ZH_OK
+        );
+        assert_eq!(
+            counted.total_count, 1,
+            "nothing drawn from the host resource"
+        );
 
         zh_resource_free(stats);
         zh_resource_free(system);

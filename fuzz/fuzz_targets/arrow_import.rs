@@ -8,6 +8,12 @@
 //! AddressSanitizer reports it. Properties: no panic; the producer's release callback runs
 //! exactly once for every struct, imported or refused; a zero-copy tensor made from an
 //! imported column lies inside the producer's buffers.
+//!
+//! The same arrays also arrive as Arrow *device* arrays (CUDA, ROCm, pinned, managed). For
+//! devices whose memory the host must not read, every buffer points into pages mapped with no
+//! access at all (PROT_NONE): one read by the importer is a SIGSEGV, a crash the fuzzer
+//! reports. Children keep their own arbitrary lengths, so they lie about covering their
+//! parents as often as not.
 #![no_main]
 
 use std::ffi::c_void;
@@ -18,7 +24,35 @@ use arbitrary::Arbitrary;
 use libfuzzer_sys::fuzz_target;
 use zerohop::arrow::arrow_array::ffi::{FFI_ArrowArray, FFI_ArrowSchema};
 use zerohop::arrow::arrow_schema::{DataType, Field, Fields};
-use zerohop::arrow::{array_to_tensor, import_host_batch, schema_data_type, ImportOptions};
+use zerohop::arrow::{
+    array_to_tensor, import_device, import_host_batch, schema_data_type, FFI_ArrowDeviceArray,
+    ImportOptions,
+};
+
+/// Pages no one may read or write, where device buffers point (see the module's notes).
+const UNREADABLE_BYTES: usize = 1 << 20;
+
+fn unreadable_base() -> usize {
+    static BASE: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *BASE.get_or_init(|| {
+        // SAFETY: an anonymous mapping with no access rights, kept for the process's life.
+        let page = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                UNREADABLE_BYTES,
+                libc::PROT_NONE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        assert_ne!(page, libc::MAP_FAILED);
+        page as usize
+    })
+}
+
+/// True while `build` makes a device array whose buffers the host must not read.
+static UNREADABLE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
 static RELEASED: AtomicUsize = AtomicUsize::new(0);
 
@@ -208,6 +242,11 @@ fn build(t: &DataType, node: &Node, depth: usize) -> RawArray {
         .map(|(i, (s, (_, _, misalign)))| {
             if i == 0 && !node.validity {
                 std::ptr::null()
+            } else if UNREADABLE.load(Ordering::SeqCst) {
+                // Somewhere in the unreadable pages (every buffer a device type allows is
+                // under 4 KiB: at most 308 entries of 8 bytes), 64-byte aligned.
+                let at = ((s.as_ptr() as usize).wrapping_mul(7) % (UNREADABLE_BYTES - 8192)) & !63;
+                (unreadable_base() + at + usize::from(*misalign)) as *const c_void
             } else {
                 (s.as_ptr() as *const u8).wrapping_add(usize::from(*misalign)) as *const c_void
             }
@@ -289,7 +328,12 @@ struct Input {
     schema: SchemaNode,
     fill: Option<f64>,
     allow_copy: bool,
+    /// Presented as an Arrow device array on this device (index into DEVICES) instead.
+    device: Option<u8>,
 }
+
+/// (DLPack device type, whether the host may read its memory).
+const DEVICES: [(i32, bool); 5] = [(2, false), (10, false), (3, true), (11, true), (13, true)];
 
 fuzz_target!(|input: Input| {
     // The schema side: arbitrary formats and child counts, checked before arrow-rs parses.
@@ -298,6 +342,10 @@ fuzz_target!(|input: Input| {
     }
     RELEASED.store(0, Ordering::SeqCst);
     let data_type = input.ty.data_type(0);
+    if let Some(device) = input.device {
+        fuzz_device(&data_type, &input.node, DEVICES[device as usize % DEVICES.len()]);
+        return;
+    }
     let raw = build(&data_type, &input.node, 0);
     let was_released = raw.release.is_none();
     let private = raw.private_data;
@@ -348,6 +396,56 @@ fuzz_target!(|input: Input| {
         );
     }
 });
+
+/// The array as a device array: whatever the importer takes or refuses, it never reads an
+/// unreadable buffer (a SIGSEGV otherwise), releases the array once, and every view it makes
+/// lies inside the producer's buffers.
+fn fuzz_device(data_type: &DataType, node: &Node, (device_type, readable): (i32, bool)) {
+    UNREADABLE.store(!readable, Ordering::SeqCst);
+    let raw = build(data_type, node, 0);
+    UNREADABLE.store(false, Ordering::SeqCst);
+    let was_released = raw.release.is_none();
+    let private = raw.private_data;
+    let ranges = if readable {
+        collect_ranges(&raw)
+    } else {
+        let base = unreadable_base();
+        vec![(base, base + UNREADABLE_BYTES)]
+    };
+    let Ok(schema) = FFI_ArrowSchema::try_from(data_type) else {
+        return;
+    };
+    let array = FFI_ArrowDeviceArray {
+        // SAFETY: RawArray has FFI_ArrowArray's exact C layout.
+        array: unsafe { std::mem::transmute::<RawArray, FFI_ArrowArray>(raw) },
+        device_id: 0,
+        device_type,
+        sync_event: std::ptr::null_mut(),
+        reserved: [0; 3],
+    };
+    if let Ok(import) = import_device(array, &schema) {
+        for (_, view) in &import.columns {
+            let start = view.data_ptr() as usize;
+            let end = start + view.nbytes();
+            assert!(
+                view.numel() == 0 || ranges.iter().any(|&(lo, hi)| lo <= start && end <= hi),
+                "a device view [{start:#x}, {end:#x}) lies outside the producer's buffers"
+            );
+        }
+    }
+    if was_released {
+        assert_eq!(RELEASED.load(Ordering::SeqCst), 0);
+        let mut shell = build(&DataType::Null, &Node::default(), 0);
+        // SAFETY: frees the fresh shell's own data, then the refused struct's.
+        unsafe {
+            free_node(&mut shell);
+            shell.private_data = private;
+            free_node(&mut shell);
+        }
+    } else {
+        assert_eq!(RELEASED.load(Ordering::SeqCst), 1, "the release runs once");
+    }
+}
 
 /// The byte ranges of every buffer reachable from `raw` (for the zero-copy check).
 fn collect_ranges(raw: &RawArray) -> Vec<(usize, usize)> {

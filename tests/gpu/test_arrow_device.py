@@ -60,6 +60,7 @@ def test_cuda_tables_round_trip_through_device_capsules_by_pointer():
     assert back.column("x", "torch", share_readonly=True).sum().item() == sum(range(1024))
     (xt,) = back.tensors(["x"], "torch", share_readonly=True)
     assert xt.data_ptr() == x.data_ptr and xt.is_cuda
+    assert tuple(xt.shape) == (1024, 1)  # one rank per spec, as over an SoA table (issue #40)
     with pytest.raises(BufferError, match="device"):
         pa.table(table)  # host capsules of device data are refused, not faked
 
@@ -123,3 +124,28 @@ def test_what_pyarrow_makes_of_cuda_device_arrays():
     assert batch.device_type == pa.DeviceAllocationType.CUDA
     assert batch.column(0).buffers()[1].address == x.data_ptr
     print(f"pyarrow {pa.__version__} imported the CUDA batch by pointer")
+
+
+def test_a_cuda_string_column_is_refused_by_name_not_read():
+    """cuDF's string column: int32 offsets and utf-8 bytes in device memory. zerohop used to
+    read the offsets on the host (SIGSEGV); it refuses the type before looking at a buffer."""
+    cupy = pytest.importorskip("cupy")
+    from arrow_c import DeviceProducer, Node, batch_type, string_column
+
+    offsets = cupy.asarray([0, 1, 3, 6], dtype=cupy.int32)
+    data = cupy.frombuffer(b"abbccc", dtype=cupy.uint8) if hasattr(cupy, "frombuffer") \
+        else cupy.asarray(list(b"abbccc"), dtype=cupy.uint8)
+    x = cupy.arange(3, dtype=cupy.float32)
+    alone = DeviceProducer(string_column(3, offsets.data.ptr, data.data.ptr), pa.utf8())
+    with pytest.raises(ValueError, match="Utf8 has no tensor form"):
+        zerohop.from_arrow(alone)
+    table = Node(3, [None], [Node(3, [None, x.data.ptr]),
+                             string_column(3, offsets.data.ptr, data.data.ptr)])
+    batch = DeviceProducer(table, batch_type(x=pa.float32(), name=pa.utf8()))
+    with pytest.raises(ValueError, match='"name"'):
+        zerohop.from_arrow(batch)
+    assert (alone.released, batch.released) == (1, 1)
+    # The same column without the strings is taken, by pointer.
+    floats = DeviceProducer(Node(3, [None, x.data.ptr]), pa.float32())
+    back = zerohop.from_arrow(floats)
+    assert back["values"].data_ptr == x.data.ptr

@@ -90,8 +90,9 @@ pub fn checked_numel(shape: &[i64]) -> Result<usize> {
 }
 
 /// Checks that `shape`/`strides` describe a span of memory that can exist: no negative
-/// extents, no arithmetic overflow, a byte span that fits `isize`, and a non-NULL pointer
-/// whenever there is at least one element. Returns the element count.
+/// extents, no arithmetic overflow, a byte span that fits `isize` and ends below
+/// [`crate::gate::ADDRESS_LIMIT`], and a non-NULL pointer whenever there is at least one
+/// element. Returns the element count.
 pub fn validate_layout(
     data: *const u8,
     dtype: DType,
@@ -160,7 +161,7 @@ pub fn validate_layout(
     let addr = data as usize as i128;
     if isize::try_from(span_bytes).is_err()
         || addr + (low_bytes as i128) < 0
-        || addr + (high_bytes as i128) + item as i128 > usize::MAX as i128
+        || addr + (high_bytes as i128) + item as i128 > crate::gate::ADDRESS_LIMIT as i128
     {
         return Err(overflow());
     }

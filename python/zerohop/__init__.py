@@ -20,7 +20,7 @@ from ._zerohop import (
     from_dlpack,
     zeros,
 )
-from ._zerohop import _pickling_across_machines
+from ._zerohop import _AcrossMachinesBlock
 
 
 class CopyWarning(UserWarning):
@@ -33,23 +33,30 @@ class pickling:
     opens on the machine that made it: for Ray, Dask or files that may go to another machine.
     Each such object is a copy on the way, as any bytes are. CUDA tensors and tables are
     staged through the host: copied there once their stream has written them, and back to a
-    device of the receiver (the same number, else 0; `is_copied` is true). The setting is process-wide while the block runs (Ray and Dask
-    pickle on threads of their own)."""
+    device of the receiver (the same number, else 0; `is_copied` is true).
+
+    The setting is process-wide while the block runs (Ray and Dask pickle on threads of their
+    own), and on while any such block is open, on any thread: blocks on several threads may
+    open and close in any order, and pickles share again once the last one closes. A block
+    with ``across_machines=None`` changes nothing (it cannot switch off another thread's)."""
 
     def __init__(self, across_machines: str | None = None) -> None:
         if across_machines not in (None, "bytes"):
             raise ValueError(f"across_machines={across_machines!r}: use \"bytes\" (or None "
                              f"for handles on one machine)")
         self.across_machines = across_machines
-        self._previous = False
+        # One entry per `with` this object is open in (it may be entered on several threads).
+        self._blocks: list[_AcrossMachinesBlock] = []
 
     def __enter__(self) -> "pickling":
-        self._previous = _pickling_across_machines(self.across_machines is not None)
+        if self.across_machines is not None:
+            self._blocks.append(_AcrossMachinesBlock())
         return self
 
     def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
                  traceback: TracebackType | None) -> None:
-        _pickling_across_machines(self._previous)
+        if self._blocks:
+            self._blocks.pop().close()
 
 
 class NoSuchColumnError(KeyError, ValueError):

@@ -41,6 +41,7 @@ __all__ = [
     "_rebuild_tensor",
     "_rebuild_table",
     "_pickling_across_machines",
+    "_AcrossMachinesBlock",
     "OutOfMemoryError",
     "CudaError",
     "memory",
@@ -360,5 +361,11 @@ def from_arrow(
 # is a buffer (bytes, PickleBuffer, ...), a shared-memory handle dict, or Arrow data.
 def _rebuild_tensor(format: int, state: dict[str, Any], data: object) -> Tensor: ...
 def _rebuild_table(format: int, state: dict[str, Any], data: object) -> Table: ...
-# Sets (when given) and returns the previous "pickle for another machine" setting.
-def _pickling_across_machines(on: bool | None = None) -> bool: ...
+# Whether objects pickle for another machine now (any open block, on any thread).
+def _pickling_across_machines() -> bool: ...
+
+# One open `zerohop.pickling(across_machines="bytes")` block, until `close()` or collection.
+@final
+class _AcrossMachinesBlock:
+    def __init__(self) -> None: ...
+    def close(self) -> None: ...

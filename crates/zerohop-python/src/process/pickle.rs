@@ -224,14 +224,32 @@ fn _rebuild_table(
     Py::new(py, PyTable::from_table(rebuilt.value))
 }
 
-/// Sets (when `on` is given) whether objects pickle for another machine; returns the previous
-/// setting. `zerohop.pickling(across_machines="bytes")` is the public face.
+/// Whether objects pickle for another machine now: while any
+/// `zerohop.pickling(across_machines="bytes")` block is open, on any thread.
 #[pyfunction]
-#[pyo3(signature = (on=None))]
-fn _pickling_across_machines(on: Option<bool>) -> bool {
-    match on {
-        Some(on) => wire::set_across_machines(on),
-        None => wire::across_machines(),
+fn _pickling_across_machines() -> bool {
+    wire::across_machines()
+}
+
+/// One open `zerohop.pickling(across_machines="bytes")` block: objects pickle for another
+/// machine, on every thread, until every open block is closed (or collected).
+#[pyclass(name = "_AcrossMachinesBlock", module = "zerohop._zerohop")]
+struct PyAcrossMachinesBlock {
+    block: Option<wire::AcrossMachines>,
+}
+
+#[pymethods]
+impl PyAcrossMachinesBlock {
+    #[new]
+    fn new() -> Self {
+        PyAcrossMachinesBlock {
+            block: Some(wire::AcrossMachines::open()),
+        }
+    }
+
+    /// Closes the block; closing it again changes nothing.
+    fn close(&mut self) {
+        self.block = None;
     }
 }
 
@@ -239,5 +257,6 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(_rebuild_tensor, m)?)?;
     m.add_function(wrap_pyfunction!(_rebuild_table, m)?)?;
     m.add_function(wrap_pyfunction!(_pickling_across_machines, m)?)?;
+    m.add_class::<PyAcrossMachinesBlock>()?;
     Ok(())
 }

@@ -5,6 +5,7 @@
 //! only convert this state to and from a dict; the checks and the views live here, where Rust
 //! tests, Miri and the `wire_state` fuzz target reach them.
 
+mod across;
 #[cfg(feature = "cuda")]
 mod cuda_ipc;
 mod pickle;
@@ -19,9 +20,10 @@ mod tests;
 
 pub use crate::tensor::span;
 pub use crate::value::{DictBuilder, Fields, Value, MAX_DEPTH};
+pub use across::{across_machines, AcrossMachines};
 pub use pickle::{
-    across_machines, reduce_table, reduce_tensor, set_across_machines, Incoming, Outgoing, Rebuilt,
-    Reduced, SoaWire, TableWire, TensorWire,
+    reduce_table, reduce_tensor, Incoming, Outgoing, Rebuilt, Reduced, SoaWire, TableWire,
+    TensorWire,
 };
 #[cfg(feature = "cuda")]
 pub use staging::{host_copy, receiving_device};

@@ -8,15 +8,16 @@
 //! - protocol 5 and up: the data's span out of band, and the rebuilt object is a view of
 //!   whatever buffer the receiver is handed, which it keeps alive;
 //! - older protocols: the data's bytes in the stream (a compact copy for tensors);
-//! - CUDA memory: a CUDA IPC handle to the same device memory; while [`set_across_machines`]
-//!   is on, where a handle would not open, its bytes staged through the host and put back on
-//!   a device of the receiver (one copy each way, asked for by that setting).
+//! - CUDA memory: a CUDA IPC handle to the same device memory; while an
+//!   [`AcrossMachines`](super::AcrossMachines) block is open, where a handle would not open,
+//!   its bytes staged through the host and put back on a device of the receiver (one copy
+//!   each way, asked for by that setting).
 //!
 //! Other device data is refused: zerohop never copies it to the host behind the caller's back.
 
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
+use super::across::across_machines;
 use super::{check_format, parse_dtype, schema_from_wire, schema_to_wire};
 use super::{TableState, TensorState, WireColumn};
 use crate::buffer::{Buffer, Owner};
@@ -26,20 +27,6 @@ use crate::memory::{SharedHandle, Stream};
 use crate::soa::{Schema, SoaTable, Table};
 use crate::tensor::TensorView;
 use crate::value::{DictBuilder, Fields, Value};
-
-/// While set, objects pickle for another machine: host data as bytes, never as a
-/// shared-memory handle that only this machine can open, and CUDA data staged through the
-/// host. Process-wide, because Ray and Dask pickle on threads of their own.
-static ACROSS_MACHINES: AtomicBool = AtomicBool::new(false);
-
-pub fn across_machines() -> bool {
-    ACROSS_MACHINES.load(Ordering::SeqCst)
-}
-
-/// Sets whether objects pickle for another machine; returns the previous setting.
-pub fn set_across_machines(on: bool) -> bool {
-    ACROSS_MACHINES.swap(on, Ordering::SeqCst)
-}
 
 /// The data that travels beside a state.
 pub enum Outgoing {

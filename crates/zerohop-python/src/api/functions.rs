@@ -4,6 +4,7 @@ use pyo3::prelude::*;
 use pyo3::types::IntoPyDict;
 use zerohop::{DType, TensorView};
 
+use crate::base::args::extract_items;
 use crate::base::errors::IntoPyResult;
 use crate::base::tensor::PyTensor;
 use crate::protocols::cuda;
@@ -13,7 +14,8 @@ use crate::tables::table::PyTable;
 /// (128-byte aligned), or device memory for `device="cuda:N"`.
 #[pyfunction]
 #[pyo3(signature = (shape, dtype="float32", device="cpu"))]
-pub fn zeros(shape: Vec<i64>, dtype: &str, device: &str) -> PyResult<PyTensor> {
+pub fn zeros(shape: &Bound<'_, PyAny>, dtype: &str, device: &str) -> PyResult<PyTensor> {
+    let shape: Vec<i64> = extract_items(shape, "shape", zerohop::tensor::MAX_NDIM)?;
     let dtype = DType::from_name(dtype).py()?;
     let device = zerohop::Device::parse(device).py()?;
     if device.kind == zerohop::DeviceKind::Cuda {

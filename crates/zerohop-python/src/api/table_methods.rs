@@ -7,7 +7,7 @@ use pyo3::types::{PyDict, PyList, PyTuple};
 use zerohop::soa::{ColumnOptions, MapOptions, SoaTable, SOA_DEFAULT_ALIGNMENT};
 use zerohop::TensorView;
 
-use crate::base::args::named_items;
+use crate::base::args::{extract_optional, named_items, MAX_NAMES};
 use crate::base::errors::{warn_copy, IntoPyResult};
 use crate::base::tensor::PyTensor;
 use crate::tables::storage::{self, kind_name, Storage};
@@ -112,11 +112,14 @@ impl PyTable {
         framework: Option<&str>,
         copy: bool,
         readonly: bool,
-        order: Option<Vec<String>>,
-        materialize: Option<Vec<String>>,
+        order: Option<&Bound<'py, PyAny>>,
+        materialize: Option<&Bound<'py, PyAny>>,
         fill: Option<f64>,
         share_readonly: bool,
     ) -> PyResult<Bound<'py, PyList>> {
+        let order: Option<Vec<String>> = extract_optional(order, "order", MAX_NAMES)?;
+        let materialize: Option<Vec<String>> =
+            extract_optional(materialize, "materialize", MAX_NAMES)?;
         let mut builder = map_builder(spec)?;
         for name in materialize.unwrap_or_default() {
             builder = builder.materialize(&name);

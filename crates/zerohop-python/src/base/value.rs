@@ -5,6 +5,8 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyBytes, PyDict, PyInt, PyList, PyString, PyTuple};
 use zerohop::value::{Value, MAX_DEPTH};
 
+use crate::base::args::vec_for;
+
 /// A Python object as a state value; containers deeper than `MAX_DEPTH` are not opened.
 pub fn value_of(obj: &Bound<'_, PyAny>, depth: usize) -> PyResult<Value> {
     value_with(obj, depth, &|_| Ok(None))
@@ -39,21 +41,27 @@ pub fn value_with(
         return Ok(Value::Bytes(obj.cast::<PyBytes>()?.as_bytes().to_vec()));
     } else if depth < MAX_DEPTH {
         if obj.is_instance_of::<PyDict>() {
-            let d = obj.cast::<PyDict>()?;
-            let mut items = Vec::with_capacity(d.len());
-            for (k, v) in d.iter() {
+            // A snapshot: `leaf` runs Python code that may change the dict, and PyO3's
+            // iterator over a dict that changes panics.
+            let snapshot = obj.cast::<PyDict>()?.items();
+            let mut items = vec_for(snapshot.len(), "a dict in the state")?;
+            for pair in snapshot.iter() {
+                let (k, v) = pair.extract::<(Bound<'_, PyAny>, Bound<'_, PyAny>)>()?;
                 if let Ok(k) = k.extract::<String>() {
                     items.push((k, value_with(&v, depth + 1, leaf)?));
                 }
             }
             return Ok(Value::Dict(items));
         }
-        if obj.is_instance_of::<PyList>() || obj.is_instance_of::<PyTuple>() {
-            let mut items = Vec::with_capacity(obj.len()?);
-            for item in obj.try_iter()? {
-                items.push(value_with(&item?, depth + 1, leaf)?);
-            }
-            return Ok(Value::List(items));
+        // The items a list or tuple (or a subclass) stores, never its `__len__` or
+        // `__iter__`, which a subclass can make up.
+        if obj.is_instance_of::<PyList>() {
+            let list = obj.cast::<PyList>()?;
+            return sequence(list.len(), list.iter(), depth, leaf);
+        }
+        if obj.is_instance_of::<PyTuple>() {
+            let tuple = obj.cast::<PyTuple>()?;
+            return sequence(tuple.len(), tuple.iter(), depth, leaf);
         }
     }
     if let Some(value) = leaf(obj)? {
@@ -65,6 +73,20 @@ pub fn value_with(
         .map(|n| n.to_string())
         .unwrap_or_default();
     Ok(Value::Other(format!("an object of type {kind}")))
+}
+
+/// A list of `len` items, read from `items` (fewer when a list shrinks meanwhile).
+fn sequence<'py>(
+    len: usize,
+    items: impl Iterator<Item = Bound<'py, PyAny>>,
+    depth: usize,
+    leaf: &dyn Fn(&Bound<'_, PyAny>) -> PyResult<Option<Value>>,
+) -> PyResult<Value> {
+    let mut out = vec_for(len, "a sequence in the state")?;
+    for item in items {
+        out.push(value_with(&item, depth + 1, leaf)?);
+    }
+    Ok(Value::List(out))
 }
 
 /// A state value as the Python object that travels (sequences as tuples).

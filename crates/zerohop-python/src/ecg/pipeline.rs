@@ -12,6 +12,7 @@ use zerohop_ecg::segment::Params;
 use zerohop_ecg::synth::{generate, score as run_score, write_csv, SynthOptions};
 use zerohop_ecg::{segment_with, DetectParams, Method};
 
+use crate::base::args::{extract_items, extract_optional, MAX_NAMES, MAX_NUMBERS};
 use crate::base::tensor::PyTensor;
 use crate::tables::table::PyTable;
 
@@ -47,7 +48,7 @@ fn parse_empty(empty: Option<&Bound<'_, PyAny>>) -> PyResult<EmptyField> {
 fn read_csv<'py>(
     py: Python<'py>,
     path: PathBuf,
-    columns: Option<Vec<Bound<'py, PyAny>>>,
+    columns: Option<&Bound<'py, PyAny>>,
     header: Option<bool>,
     delimiter: Option<&str>,
     empty: Option<&Bound<'py, PyAny>>,
@@ -71,7 +72,7 @@ fn read_csv<'py>(
     };
     // A column is a name (str) or a 0-based index (int), which the reader takes as its
     // decimal string; bool is an int to Python but never a column.
-    let columns = columns
+    let columns = extract_optional::<Bound<'py, PyAny>>(columns, "columns", MAX_NAMES)?
         .unwrap_or_default()
         .iter()
         .map(|c| {
@@ -381,20 +382,22 @@ fn synthesize(
 /// matched within `tolerance` samples, ignoring `margin` samples at both ends.
 #[pyfunction]
 fn score(
-    detected: Vec<f64>,
-    truth: Vec<usize>,
+    detected: &Bound<'_, PyAny>,
+    truth: &Bound<'_, PyAny>,
     tolerance: f64,
     margin: usize,
     length: usize,
-) -> (f64, f64, usize, usize, usize) {
+) -> PyResult<(f64, f64, usize, usize, usize)> {
+    let detected: Vec<f64> = extract_items(detected, "detected", MAX_NUMBERS)?;
+    let truth: Vec<usize> = extract_items(truth, "truth", MAX_NUMBERS)?;
     let a = run_score(&detected, &truth, tolerance, margin, length);
-    (
+    Ok((
         a.sensitivity(),
         a.positive_predictive_value(),
         a.true_positives,
         a.false_positives,
         a.false_negatives,
-    )
+    ))
 }
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {

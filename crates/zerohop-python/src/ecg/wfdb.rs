@@ -8,6 +8,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyString};
 use zerohop_ecg::wfdb;
 
+use crate::base::args::{items, MAX_NAMES};
 use crate::tables::table::PyTable;
 
 use super::to_py;
@@ -20,11 +21,13 @@ fn lead_list(leads: Option<&Bound<'_, PyAny>>) -> PyResult<Vec<String>> {
     if let Ok(name) = leads.cast::<PyString>() {
         return Ok(vec![name.to_string()]);
     }
+    if leads.try_iter().is_err() {
+        return Err(PyTypeError::new_err(
+            "leads must be None, a lead name, or a sequence of names and indices",
+        ));
+    }
     let mut out = Vec::new();
-    for item in leads.try_iter().map_err(|_| {
-        PyTypeError::new_err("leads must be None, a lead name, or a sequence of names and indices")
-    })? {
-        let item = item?;
+    for item in items(leads, "leads", MAX_NAMES)? {
         if let Ok(name) = item.extract::<String>() {
             out.push(name);
         } else if let Ok(index) = item.extract::<i64>() {

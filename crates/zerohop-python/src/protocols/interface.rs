@@ -8,8 +8,10 @@ use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use zerohop::array_interface::{parse, Flavor, InterfaceFields, InterfaceLayout};
+use zerohop::tensor::MAX_NDIM;
 use zerohop::{Device, TensorView};
 
+use crate::base::args::extract_items;
 use crate::base::errors::IntoPyResult;
 use crate::base::owner::PyOwner;
 use crate::base::tensor::PyTensor;
@@ -25,16 +27,27 @@ fn extract<'py, T: FromPyObjectOwned<'py>>(
     key: &str,
     expected: &str,
 ) -> PyResult<T> {
-    value.extract().map_err(|_| {
-        PyValueError::new_err(format!(
-            "invalid {} {key}: expected {expected}, got {}",
-            flavor.attribute(),
-            value
-                .repr()
-                .map(|r| r.to_string())
-                .unwrap_or_else(|_| "an unprintable object".into())
-        ))
-    })
+    value
+        .extract()
+        .map_err(|_| invalid(value, flavor, key, expected))
+}
+
+fn invalid(value: &Bound<'_, PyAny>, flavor: Flavor, key: &str, expected: &str) -> PyErr {
+    PyValueError::new_err(format!(
+        "invalid {} {key}: expected {expected}, got {}",
+        flavor.attribute(),
+        value
+            .repr()
+            .map(|r| r.to_string())
+            .unwrap_or_else(|_| "an unprintable object".into())
+    ))
+}
+
+/// A shape or strides, read item by item: a tuple's `len()` can say anything. One item past
+/// the core's limit is read, so that the core refuses it naming the limit.
+fn ints(value: &Bound<'_, PyAny>, flavor: Flavor, key: &str) -> PyResult<Vec<i64>> {
+    extract_items(value, key, MAX_NDIM + 1)
+        .map_err(|_| invalid(value, flavor, key, "a tuple of integers"))
 }
 
 /// Reads the interface dict of `obj` into plain values.
@@ -50,14 +63,14 @@ fn read_fields(obj: &Bound<'_, PyAny>, flavor: Flavor) -> PyResult<InterfaceFiel
     };
     Ok(InterfaceFields {
         version: extract(&required("version")?, flavor, "version", "an integer")?,
-        shape: extract(&required("shape")?, flavor, "shape", "a tuple of integers")?,
+        shape: ints(&required("shape")?, flavor, "shape")?,
         typestr: extract(&required("typestr")?, flavor, "typestr", "a string")?,
         data: match optional(dict, "data")? {
             None => None,
             Some(d) => Some(extract(&d, flavor, "data", "(address, read-only flag)")?),
         },
         strides: optional(dict, "strides")?
-            .map(|s| extract(&s, flavor, "strides", "a tuple of integers"))
+            .map(|s| ints(&s, flavor, "strides"))
             .transpose()?,
         has_mask: optional(dict, "mask")?.is_some(),
         offset: optional(dict, "offset")?

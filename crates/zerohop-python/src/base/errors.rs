@@ -4,6 +4,7 @@ use pyo3::exceptions::{
     PyBufferError, PyMemoryError, PyOSError, PyRuntimeError, PyTypeError, PyValueError,
 };
 use pyo3::prelude::*;
+use pyo3::types::PyType;
 use pyo3::PyErr;
 use zerohop::Error;
 
@@ -74,15 +75,17 @@ pub fn to_py(err: Error) -> PyErr {
 }
 
 /// `zerohop.NoSuchColumnError` (a KeyError and a ValueError, defined in the package), or a
-/// ValueError should the package not be importable.
+/// ValueError should the package not be importable or the name rebound to a non-class.
 fn no_such_column(message: String) -> PyErr {
     Python::attach(|py| {
-        match py
+        let class = py
             .import("zerohop")
             .and_then(|m| m.getattr("NoSuchColumnError"))
-        {
-            Ok(class) => PyErr::from_type(class.cast_into().expect("an exception class"), message),
-            Err(_) => PyValueError::new_err(message),
+            .ok()
+            .and_then(|class| class.cast_into::<PyType>().ok());
+        match class {
+            Some(class) => PyErr::from_type(class, message),
+            None => PyValueError::new_err(message),
         }
     })
 }

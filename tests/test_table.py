@@ -205,6 +205,21 @@ def test_from_columns_copies_framework_arrays_into_the_layout():
         zerohop.Table.from_columns({"a": np.zeros(3), "b": np.zeros(4)})
 
 
+def test_one_spec_gives_one_rank_whatever_the_table_holds():
+    # Issue #40: a one-column group is (n, 1), CMS's shape, over every kind of table; CUDA
+    # tables of adopted columns are checked in tests/gpu/test_arrow_device.py.
+    x, p = np.arange(5, dtype=np.float32), np.zeros((5, 3), np.float32)
+    tables = {
+        "soa": zerohop.Table([("x", "float32"), ("p", "float32", 3)], 5),
+        "from_columns": zerohop.Table.from_columns({"x": x, "p": p}),
+        "from_tensors": zerohop.Table.from_tensors({"x": x, "p": p}),
+    }
+    for kind, table in tables.items():
+        shapes = [t.shape for t in table.tensors({"x": ["x"], "p": ["p"], "again": ["x"]})]
+        assert shapes == [(5, 1), (5, 3), (5, 1)], kind
+        assert table["x"].shape == (5,), kind
+
+
 @requires_jax
 def test_jax_takes_packed_tables_without_a_copy_and_padded_ones_with_one():
     packed = zerohop.Table([("x", "float32"), ("y", "float32"), ("z", "float32")], 7, alignment=4)

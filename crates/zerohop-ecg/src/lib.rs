@@ -11,6 +11,7 @@ pub mod adaptive;
 pub mod csv;
 pub mod detect;
 mod error;
+mod file;
 #[cfg(feature = "cuda")]
 pub mod gpu;
 pub mod segment;

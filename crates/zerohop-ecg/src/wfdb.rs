@@ -30,7 +30,7 @@ pub use header::{
     parse_header, read_header, Header, Signal, DEFAULT_GAIN, DEFAULT_RATE, DEFAULT_UNITS,
 };
 
-use crate::error::{invalid, EcgError, Result};
+use crate::error::{invalid, Result};
 use format::Format;
 
 /// A record's chosen signals in physical units.
@@ -79,7 +79,7 @@ pub fn read_record(record: &Path, leads: &[String]) -> Result<Record> {
     let header_file = header_path(record);
     let header = read_header(&header_file)?;
     let dir = header_file.parent().unwrap_or(Path::new("")).to_owned();
-    decode_signals(header, leads, &dir, |name| {
+    decode_bounded(header, leads, &dir, |name, needed| {
         let relative = Path::new(name);
         // Signal files live beside the header; a header must not reach elsewhere.
         if relative.is_absolute()
@@ -97,9 +97,7 @@ pub fn read_record(record: &Path, leads: &[String]) -> Result<Record> {
             ));
         }
         let path = dir.join(relative);
-        std::fs::read(&path)
-            .map(Cow::Owned)
-            .map_err(|source| EcgError::Io { path, source })
+        crate::file::read_prefix(&path, "WFDB signal file", needed).map(Cow::Owned)
     })
 }
 
@@ -123,6 +121,18 @@ pub fn decode_signals<'a>(
     leads: &[String],
     dir: &Path,
     mut file: impl FnMut(&str) -> Result<Cow<'a, [u8]>>,
+) -> Result<Record> {
+    decode_bounded(header, leads, dir, |name, _| file(name))
+}
+
+/// [`decode_signals`] whose `file(name, needed)` is also told how many bytes of the file
+/// the header's sample count makes it read at most (u64::MAX when the header gives none),
+/// so that a reader need not load what follows.
+fn decode_bounded<'a>(
+    header: Header,
+    leads: &[String],
+    dir: &Path,
+    mut file: impl FnMut(&str, u64) -> Result<Cow<'a, [u8]>>,
 ) -> Result<Record> {
     let record = header.record.clone();
     let fail = |reason: String| invalid("WFDB record", format!("{record}: {reason}"));
@@ -201,7 +211,8 @@ pub fn decode_signals<'a>(
                 )));
             }
         }
-        let bytes = file(&first.file)?;
+        let width = group.signals.len() as u64;
+        let bytes = file(&first.file, needed_bytes(&header, group, width))?;
         let offset = usize::try_from(first.byte_offset)
             .ok()
             .filter(|&o| o <= bytes.len())
@@ -213,7 +224,6 @@ pub fn decode_signals<'a>(
                 ))
             })?;
         let len = (bytes.len() - offset) as u64;
-        let width = group.signals.len() as u64;
         let whole = group.format.samples_in(len) / width;
         let frames = match header.samples {
             Some(n) if n <= whole => n,
@@ -340,6 +350,26 @@ pub fn decode_signals<'a>(
         header,
         checksums,
     })
+}
+
+/// The bytes of a group's file that its byte offset and the header's samples span; u64::MAX
+/// (the whole file) when the header gives no sample count or the sum does not fit.
+fn needed_bytes(header: &Header, group: &Group, width: u64) -> u64 {
+    let offset = header.signals[group.signals.start].byte_offset;
+    let format = group.format;
+    let bytes = |samples: u64| {
+        let groups = samples / format.group_samples as u64;
+        // The partial last group is at most one more group.
+        groups
+            .checked_add(1)?
+            .checked_mul(format.group_bytes as u64)?
+            .checked_add(offset)
+    };
+    header
+        .samples
+        .and_then(|n| n.checked_mul(width))
+        .and_then(bytes)
+        .unwrap_or(u64::MAX)
 }
 
 /// Header indices of the chosen leads, in the order asked.

@@ -229,6 +229,31 @@ fn sniff(data: &[u8], start: usize, path: &Path) -> Result<u8> {
     }
 }
 
+/// The whole lines at the start of `prefix` (a file's first bytes) when they are all that
+/// [`analyze`] reads of the file: the first line, the sniffing window after it and the next
+/// non-blank line (a units row or not). None when more of the file is needed.
+pub(super) fn layout_lines(prefix: &[u8]) -> Option<&[u8]> {
+    let start = if prefix.starts_with(BOM) {
+        BOM.len()
+    } else {
+        0
+    };
+    let end = prefix.iter().rposition(|&b| b == b'\n')? + 1;
+    let lines = &prefix[..end];
+    if end - start < SNIFF_BYTES {
+        return None;
+    }
+    let (_, mut pos) = line_at(lines, start);
+    while pos < end {
+        let (line, next) = line_at(lines, pos);
+        if !is_blank(line) {
+            return Some(lines);
+        }
+        pos = next;
+    }
+    None
+}
+
 /// Reads the layout from the start of `data`. `delimiter`: None sniffs; `has_header`: None
 /// detects (a first line with a field that is not a number is a header).
 pub(super) fn analyze(

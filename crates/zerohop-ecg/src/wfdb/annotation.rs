@@ -7,7 +7,7 @@ use std::borrow::Cow;
 use std::collections::HashMap;
 use std::path::Path;
 
-use crate::error::{invalid, EcgError, Result};
+use crate::error::{invalid, Result};
 
 const SKIP: u16 = 59;
 const NUM: u16 = 60;
@@ -116,6 +116,10 @@ pub fn is_beat(code: u8) -> bool {
     matches!(code, 1..=13 | 25 | 30 | 34 | 35 | 38 | 41)
 }
 
+/// The largest annotation file read: 128 million two-byte annotations, a beat every 10 ms
+/// for two weeks; a larger file is not the annotation file of one record.
+pub(crate) const MAX_ANNOTATION_BYTES: u64 = 256 << 20;
+
 /// Reads an annotation file's annotations (definitions excluded; see [`parse_annotations`]).
 pub fn read_annotations(path: &Path) -> Result<Vec<Annotation>> {
     Ok(read_annotation_file(path)?.annotations)
@@ -123,10 +127,7 @@ pub fn read_annotations(path: &Path) -> Result<Vec<Annotation>> {
 
 /// Reads an annotation file with its file-level definitions.
 pub fn read_annotation_file(path: &Path) -> Result<AnnotationFile> {
-    let bytes = std::fs::read(path).map_err(|source| EcgError::Io {
-        path: path.to_owned(),
-        source,
-    })?;
+    let bytes = crate::file::read_small(path, "annotation file", MAX_ANNOTATION_BYTES)?;
     parse_annotations(&bytes, path)
 }
 

@@ -102,13 +102,14 @@ pub(crate) fn format_bits(format: u16) -> u32 {
     }
 }
 
+/// The largest header file read: ample for thousands of signal lines and their comments,
+/// and no more memory than that for a file that only claims to be a header.
+pub(crate) const MAX_HEADER_BYTES: u64 = 16 << 20;
+
 /// Reads and parses a header file. Non-UTF-8 bytes (Latin-1 comments in old records) are
 /// replaced rather than refused: only ASCII fields matter to the reader.
 pub fn read_header(path: &Path) -> Result<Header> {
-    let bytes = std::fs::read(path).map_err(|source| EcgError::Io {
-        path: path.to_owned(),
-        source,
-    })?;
+    let bytes = crate::file::read_small(path, "WFDB header", MAX_HEADER_BYTES)?;
     parse_header(&String::from_utf8_lossy(&bytes), path)
 }
 

@@ -27,6 +27,7 @@ __all__ = [
     "params",
     "segment",
     "synthesize",
+    "check_memory",
     "score",
     "read_wfdb",
     "read_annotations",
@@ -179,6 +180,9 @@ def synthesize(
     csv: _Path | None = None,
     peaks: _Path | None = None,
 ) -> tuple[Tensor, Tensor, list[bool]]: ...
+
+# ValueError when `samples` would need more than half of this machine's memory in the job.
+def check_memory(samples: int, what: str) -> None: ...
 
 # (sensitivity, positive predictive value, true positives, false positives, false negatives)
 # `detected` and `truth` may be sequences or NumPy arrays (docs/ecg.md passes arrays).

@@ -9,6 +9,67 @@ use std::path::Path;
 
 use crate::error::{invalid, EcgError, Result};
 
+/// Bytes of memory the ECG job needs per sample of a recording: the signal, its curvature and
+/// energy, scratch and the beat rows.
+pub const JOB_BYTES_PER_SAMPLE: u64 = 32;
+
+/// Refuses, before anything is allocated, a recording of `samples` samples that the ECG job
+/// could not hold: one needing more than half of this machine's memory at
+/// [`JOB_BYTES_PER_SAMPLE`]. `what` names the recording ("--synthetic 24"). The one rule for
+/// the command line, [`generate`] and the Python package alike.
+pub fn check_memory(samples: u64, what: &str) -> Result<()> {
+    let Some(total) = physical_memory() else {
+        return Ok(()); // no way to tell: the allocation will say
+    };
+    let need = u128::from(samples) * u128::from(JOB_BYTES_PER_SAMPLE);
+    if need > u128::from(total / 2) {
+        let gib = |bytes: u128| bytes as f64 / f64::from(1u32 << 30);
+        return Err(invalid(
+            "recording",
+            format!(
+                "{what}: {} samples need about {:.1} GiB, more than half of this machine's \
+                 {:.1} GiB",
+                grouped(samples),
+                gib(need),
+                gib(u128::from(total))
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// This machine's physical memory in bytes, where the system says.
+fn physical_memory() -> Option<u64> {
+    #[cfg(unix)]
+    {
+        // SAFETY: sysconf takes a constant name, touches no memory of ours and returns -1 for
+        // a name it does not know.
+        let (pages, size) = unsafe {
+            (
+                libc::sysconf(libc::_SC_PHYS_PAGES),
+                libc::sysconf(libc::_SC_PAGESIZE),
+            )
+        };
+        let (pages, size) = (u64::try_from(pages).ok()?, u64::try_from(size).ok()?);
+        pages.checked_mul(size)
+    }
+    #[cfg(not(unix))]
+    None
+}
+
+/// 2500000000 as "2,500,000,000".
+fn grouped(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::with_capacity(digits.len() * 4 / 3);
+    for (i, d) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(d);
+    }
+    out
+}
+
 #[derive(Clone, Debug)]
 pub struct SynthOptions {
     pub rate: f64,
@@ -92,13 +153,18 @@ const ECTOPIC: [(f64, f64, f64); 5] = [
 /// are refractory for about that long even at high rates (the QT interval at 240 bpm).
 const MIN_COUPLING_S: f64 = 0.24;
 
+/// Generates a recording; one that the ECG job could not hold (see [`check_memory`]) is
+/// refused before anything is allocated, and a signal the allocator cannot give is an
+/// out-of-memory error with the bytes asked for, not an abort.
 pub fn generate(options: &SynthOptions) -> Result<Synthetic> {
     let o = options;
-    if !(o.rate >= 50.0 && o.seconds > 0.0 && (20.0..=250.0).contains(&o.heart_rate)) {
+    let finite = o.rate.is_finite() && o.seconds.is_finite();
+    if !(finite && o.rate >= 50.0 && o.seconds > 0.0 && (20.0..=250.0).contains(&o.heart_rate)) {
         return Err(invalid(
             "synthetic options",
             format!(
-                "rate {} Hz (≥ 50), duration {} s (> 0), heart rate {} bpm (20..250)",
+                "rate {} Hz (≥ 50), duration {} s (> 0), heart rate {} bpm (20..250), all \
+                 finite",
                 o.rate, o.seconds, o.heart_rate
             ),
         ));
@@ -117,7 +183,26 @@ pub fn generate(options: &SynthOptions) -> Result<Synthetic> {
             ),
         ));
     }
-    let n = (o.seconds * o.rate).round() as usize;
+    let samples = (o.seconds * o.rate).round();
+    // Huge values in exponent form: a hostile 1e300 is not three hundred digits long.
+    let short = |x: f64| {
+        if x < 1e15 {
+            x.to_string()
+        } else {
+            format!("{x:e}")
+        }
+    };
+    let what = || {
+        format!(
+            "synthetic ECG of {} s at {} Hz",
+            short(o.seconds),
+            short(o.rate)
+        )
+    };
+    // Through u64 only below 2^64 (the cast saturates); the check refuses far less than that.
+    check_memory(samples.min(u64::MAX as f64) as u64, &what())?;
+    let n = usize::try_from(samples as u64)
+        .map_err(|_| invalid("recording", format!("{}: too many samples", what())))?;
     let mut rng = Rng(o.seed.wrapping_mul(0x9E3779B97F4A7C15) | 1);
     let two_pi = 2.0 * std::f64::consts::PI;
 
@@ -162,7 +247,7 @@ pub fn generate(options: &SynthOptions) -> Result<Synthetic> {
         }
     }
 
-    let mut signal = vec![0f32; n];
+    let mut signal = zeroed(n)?;
     for (k, &(r_time, rr, ectopic)) in beats.iter().enumerate() {
         let waves = if ectopic { &ECTOPIC } else { &NORMAL };
         let prev_rr = if k > 0 { beats[k - 1].1 } else { rr };
@@ -206,6 +291,20 @@ pub fn generate(options: &SynthOptions) -> Result<Synthetic> {
         r_peaks,
         ectopic,
     })
+}
+
+/// `n` zero samples, allocated fallibly.
+fn zeroed(n: usize) -> Result<Vec<f32>> {
+    let mut signal = Vec::new();
+    signal.try_reserve_exact(n).map_err(|e| {
+        EcgError::Zerohop(zerohop::Error::OutOfMemory {
+            requested: n.saturating_mul(std::mem::size_of::<f32>()),
+            device: zerohop::Device::CPU,
+            reason: format!("{n} float32 samples of a synthetic ECG: {e}"),
+        })
+    })?;
+    signal.resize(n, 0.0);
+    Ok(signal)
 }
 
 /// Writes the signal as a one-column CSV with header `mv`, and the R peaks (one sample index
@@ -333,6 +432,52 @@ mod tests {
             generate(&steady).unwrap().r_peaks,
             generate(&swung).unwrap().r_peaks
         );
+    }
+
+    #[test]
+    fn a_recording_the_job_could_not_hold_is_refused_with_its_numbers() {
+        for seconds in [1e7, 1e9, 1e300] {
+            let err = generate(&SynthOptions {
+                seconds,
+                ..Default::default()
+            })
+            .unwrap_err()
+            .to_string();
+            assert!(
+                err.starts_with("invalid recording: synthetic ECG of 1e")
+                    && err.contains(" samples need about ")
+                    && err.contains(" GiB, more than half of this machine's "),
+                "{err}"
+            );
+        }
+        let err = check_memory(2_500_000_000, "--synthetic 9").unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("--synthetic 9: 2,500,000,000 samples need about 74.5 GiB")
+                || physical_memory().unwrap() >= 160 << 30,
+            "{err}"
+        );
+        assert!(check_memory(1_000_000, "a minute").is_ok());
+        for seconds in [f64::INFINITY, f64::NAN] {
+            let err = generate(&SynthOptions {
+                seconds,
+                ..Default::default()
+            })
+            .unwrap_err();
+            assert!(err.to_string().contains("all finite"), "{err}");
+        }
+    }
+
+    #[test]
+    fn a_signal_the_allocator_cannot_give_is_an_out_of_memory_error() {
+        let n = usize::MAX / 2;
+        let Err(EcgError::Zerohop(zerohop::Error::OutOfMemory { requested, .. })) = zeroed(n)
+        else {
+            panic!("allocated {n} samples");
+        };
+        assert_eq!(requested, usize::MAX);
+        assert_eq!(grouped(1234567), "1,234,567");
+        assert_eq!(grouped(999), "999");
     }
 
     #[test]

@@ -31,8 +31,6 @@ RATE_RANGE = (50.0, 100_000.0)
 CUDA = 2
 #: Leading values a time column's rate is read from (see `_rate_from_time`).
 TIME_HEAD = 100_000
-#: Bytes of memory the job needs per sample (signal, curvature, energy, scratch, beat rows).
-BYTES_PER_SAMPLE = 32
 
 
 @dataclass
@@ -175,16 +173,16 @@ def check_rate(rate: float | None, what: str = "--rate") -> float | None:
 
 
 def check_memory(samples: int, what: str) -> None:
-    """Refuses, up front, a recording that would not fit in this machine's memory."""
+    """Refuses, up front, a recording that would not fit in this machine's memory (the ECG
+    crate's rule, which `synthesize` applies too)."""
+    from .._zerohop import ecg
+
     try:
-        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    except (ValueError, OSError, AttributeError):
-        return
-    need = samples * BYTES_PER_SAMPLE
-    if need > total // 2:
-        raise EcgInputError(
-            f"{what}: {samples:,} samples need about {need / 2**30:.1f} GiB, more than half of "
-            f"this machine's {total / 2**30:.1f} GiB")
+        ecg.check_memory(max(0, samples), what)
+    except ValueError as error:
+        raise EcgInputError(str(error).removeprefix("invalid recording: ")) from None
+    except OverflowError:
+        raise EcgInputError(f"{what}: {samples:,} samples is too many") from None
 
 
 def _column_by_name_or_index(names: Sequence[str], wanted: str, what: str) -> str:

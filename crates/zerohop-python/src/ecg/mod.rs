@@ -7,11 +7,13 @@ use pyo3::prelude::*;
 use zerohop_ecg::EcgError;
 
 pub mod pipeline;
+pub mod synth;
 pub mod vae;
 pub mod wfdb;
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     pipeline::register(m)?;
+    synth::register(m)?;
     vae::register(m)?;
     wfdb::register(m)
 }

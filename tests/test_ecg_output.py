@@ -35,7 +35,7 @@ def test_a_folder_of_the_same_name_is_skipped_and_left_alone(tmp_path, monkeypat
     names = iter(["taken", "free"])
     monkeypatch.setattr(output.secrets, "token_hex", lambda n: next(names))
 
-    theirs = tmp_path / f".out.partial-{os.getpid()}-taken"
+    theirs = tmp_path / f".out.partial-{output._host()}-{os.getpid()}-taken"
     theirs.mkdir()
     (theirs / "keep.txt").write_text("not the job's")
     with Staging(tmp_path / "out") as staging:

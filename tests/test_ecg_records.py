@@ -241,6 +241,48 @@ def test_a_worker_that_hangs_fails_only_its_record_after_the_time_limit(folder, 
 
 
 @requires_torch
+def test_a_time_limit_with_one_worker_stops_the_hung_record_in_a_child(folder, tmp_path,
+                                                                       monkeypatch):
+    """--workers 1 --record-timeout: the records run in one worker process, which the job
+    stops and replaces when a record hangs (record-timeout-one-worker)."""
+    from zerohop.ecg.records import STOP_SWITCH, RecordOptions
+    from zerohop.ecg.workers import LocalProcesses, backend
+
+    # In this process the hung record would stop pytest itself: fail here instead.
+    assert isinstance(backend(find_records(str(folder)), RecordOptions(), timeout=3.0),
+                      LocalProcesses)
+    monkeypatch.setenv(STOP_SWITCH, "synthetic140")
+    result = job(folder, tmp_path / "out", record_timeout=3.0)
+    assert [f.name for f in result.failures] == ["synthetic140"]
+    assert "took longer than 3 s (--record-timeout)" in result.failures[0].error
+    assert [r.name for r in result.records] == ["mitdb100", "synthetic55", "synthetic95"]
+
+
+def test_a_time_limit_is_refused_with_ray_or_dask(folder, tmp_path, capsys):
+    for engine in (["--dask", "local"], ["--ray", "local"]):
+        args = ["--records", str(folder), "--record-timeout", "5", *engine, "--out",
+                str(tmp_path / "out")]
+        assert main(args) == 2
+        assert "--record-timeout stops local worker processes; it does not go with --ray " \
+               "or --dask" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
+
+
+@requires_torch
+def test_a_dask_worker_that_dies_while_it_starts_costs_no_record(folder, tmp_path,
+                                                                 monkeypatch):
+    """dask-worker-dies-at-start: its nanny gives up and the LocalCluster with it; the job
+    starts the cluster again and every record is processed."""
+    pytest.importorskip("distributed")
+    from zerohop.ecg.workers import START_FAULT
+
+    monkeypatch.setenv(START_FAULT, f"1:{tmp_path / 'starts'}")
+    result = job(folder, tmp_path / "out", dask="local", workers=2)
+    assert (tmp_path / "starts").read_text() == "x", "one Dask worker start failed"
+    assert not result.failures and len(result.records) == 4
+
+
+@requires_torch
 def test_workers_that_fail_to_start_are_replaced_and_then_given_up_on(folder, tmp_path,
                                                                       monkeypatch):
     from zerohop.ecg.workers import START_FAULT

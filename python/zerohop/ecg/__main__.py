@@ -159,8 +159,10 @@ def parser() -> argparse.ArgumentParser:
                         "processes)")
     many.add_argument("--record-timeout", type=_finite("--record-timeout", 1, 10 ** 6),
                       default=None, metavar="SECONDS",
-                      help="with --workers: a record taking longer fails, and its worker is "
-                      "replaced (default: 2 minutes plus 30 s per MiB of the record's files)")
+                      help="a record taking longer fails, and its worker is replaced (with "
+                      "--workers 1 the records run in one worker process, so that one can be "
+                      "stopped; not with --ray or --dask; default with --workers N: 2 minutes "
+                      "plus 30 s per MiB of the record's files)")
     many.add_argument("--verbose", action="store_true",
                       help="also show the engines' own logs (a failed record's traceback, "
                       "worker deaths); without it each failure is one line")

@@ -20,7 +20,7 @@ from . import sources
 from .errors import EcgInputError
 from .output import Staging
 from .records import RecordFailure, RecordOptions, find_records, where_it_lives
-from .workers import InProcess, backend
+from .workers import InProcess, backend, check_engine
 
 if TYPE_CHECKING:
     from torch import Tensor as TorchTensor
@@ -246,6 +246,7 @@ def run_batch(config: Config, say: Callable[[str], object] = print) -> BatchResu
     Under `torchrun --nproc-per-node N` every rank takes every N-th record and trains on its
     own records' beats, the gradients averaged over ranks every step (one all-reduce of one
     flat buffer), and rank 0 writes the report and gets the result (other ranks get None)."""
+    check_engine(config.record_timeout, config.ray, config.dask)
     torch = sources.require_job(config)
     if config.records is None:  # the CLI always sets it; Path(None) raised TypeError here
         raise TypeError("run_batch: config.records names no recordings")

@@ -122,6 +122,14 @@ def _failing_start() -> None:
             os._exit(3)
 
 
+def dask_setup(server: object) -> None:
+    """Dask's preload hook (passed to a local cluster only while START_FAULT is set): a Dask
+    worker process starting fails as a local worker does. The nanny loads it too; only the
+    worker counts."""
+    if type(server).__name__ == "Worker":
+        _failing_start()
+
+
 #: Workers that may fail to start one after another before the job gives up.
 START_ATTEMPTS = 3
 #: How long a worker may take to start (spawn, import zerohop) before it counts as failed.
@@ -489,17 +497,33 @@ class DaskCluster:
             log.setLevel(logging.CRITICAL)
         try:
             if self.address == "local":
-                self._cluster = d.LocalCluster(n_workers=self.workers, threads_per_worker=1,
-                                               processes=True, dashboard_address=None,
-                                               scheduler_kwargs={"allowed_failures": 0},
-                                               silence_logs=logging.ERROR if self.verbose
-                                               else logging.CRITICAL)
+                self._cluster = self._start_local(logging.ERROR if self.verbose
+                                                  else logging.CRITICAL)
                 self._client = d.Client(self._cluster)
             else:
                 self._client = d.Client(self.address, timeout="20s")
         except (OSError, TimeoutError, ValueError) as error:
             raise EcgInputError(f"--dask {self.address}: {error}") from None
         return self
+
+    def _start_local(self, log_level: int) -> LocalCluster:
+        """A LocalCluster of `workers` processes. One worker that dies while it starts (killed,
+        out of memory) fails the whole start, its nanny giving up ("Nanny failed to start"),
+        so the start is tried again, START_ATTEMPTS times in all, as local workers are. Once
+        running, a nanny restarts a dead worker itself, trying again if the restart dies."""
+        fault = {"preload": [__name__]} if os.environ.get(START_FAULT) else {}
+        failures: list[str] = []
+        while len(failures) < START_ATTEMPTS:
+            try:
+                cluster: LocalCluster = self.distributed.LocalCluster(
+                    n_workers=self.workers, threads_per_worker=1, processes=True,
+                    dashboard_address=None, scheduler_kwargs={"allowed_failures": 0},
+                    silence_logs=log_level, **fault)
+                return cluster
+            except RuntimeError as error:  # the cluster closed itself again
+                failures.append(f"{error}".rstrip("."))
+        raise EcgInputError(f"no cluster could start ({START_ATTEMPTS} tried: "
+                            f"{'; '.join(failures)})")
 
     def __exit__(self, *exc: object) -> Literal[False]:
         if self._client is not None:
@@ -549,19 +573,31 @@ class DaskCluster:
             yield result
 
 
+def check_engine(timeout: float | None, ray: str | None, dask: str | None) -> None:
+    """Refuses a time limit per record where nothing could keep it: Ray and Dask run records
+    in workers the job does not own, so it cannot stop one."""
+    if timeout is not None and (ray is not None or dask is not None):
+        raise EcgInputError("--record-timeout stops local worker processes; it does not go "
+                            "with --ray or --dask")
+
+
 def backend(paths: Sequence[Path], options: RecordOptions, *, workers: int = 1,
             ray: str | None = None, dask: str | None = None, timeout: float | None = None,
             verbose: bool = False) -> InProcess | LocalProcesses | RayCluster | DaskCluster:
-    """The backend the arguments choose; shared memory wherever the rows stay on this machine."""
+    """The backend the arguments choose; shared memory wherever the rows stay on this machine.
+    A time limit per record (`timeout`) is kept by local worker processes only: with Ray or
+    Dask it is refused, not ignored."""
     from dataclasses import replace
 
+    check_engine(timeout, ray, dask)
     options = replace(options, job_pid=os.getpid())
     here = replace(options, shared_on=boot_id())
     if ray is not None:
         return RayCluster(paths, options, ray)
     if dask is not None:
         return DaskCluster(paths, here, dask, workers, verbose=verbose)
-    if workers > 1 and len(paths) > 1:
+    if (workers > 1 and len(paths) > 1) or timeout is not None:
+        # A time limit needs a process it can stop: one worker of its own, if only one.
         return LocalProcesses(paths, here, workers, timeout=timeout)
     return InProcess(paths, options)
 

@@ -63,6 +63,35 @@ static void wrapped_memory(void) {
   zh_schema_free(schema);
 }
 
+/* Misuse the header refuses (issue #40): one managed tensor adopted for two columns, and a
+ * device number that is neither -1 nor a CUDA device. Under valgrind: nothing freed twice. */
+static void refused_misuse(void) {
+  zh_schema *schema = NULL;
+  zh_table *table = NULL, *adopted = NULL;
+  DLManagedTensorVersioned *x = NULL;
+  const char *names[2] = {"a", "b"};
+  int before = releases;
+  unsigned char *buffer = aligned_alloc(128, 128);
+
+  zh_schema_new(&schema);
+  zh_schema_add_column(schema, "x", "float64");
+  zh_table_new(schema, 8, 0, NULL, &table);
+  zh_table_column(table, "x", &x);
+  DLManagedTensorVersioned *twice[2] = {x, x};
+  check(zh_table_from_columns(names, twice, 2, &adopted) == ZH_INVALID_ARGUMENT &&
+            adopted == NULL,
+        "one tensor adopted for two columns is refused (its deleter runs once)");
+  check(strstr(zh_last_error(), "same managed tensor") != NULL, zh_last_error());
+  zh_table_free(table);
+
+  table = NULL;
+  check(zh_table_wrap(schema, 8, 0, buffer, 128, -2, give_back, buffer, &table) ==
+            ZH_INVALID_ARGUMENT && table == NULL && releases == before + 1,
+        "device -2 is refused, not taken for the host, and the buffer given back");
+  check(strstr(zh_last_error(), "device") != NULL, zh_last_error());
+  zh_schema_free(schema);
+}
+
 int main(void) {
   zh_schema *schema = NULL;
   zh_table *table = NULL;
@@ -102,6 +131,7 @@ int main(void) {
   zh_table_free(table);
   x->deleter(x); /* after the table handle: the export kept the memory alive */
   wrapped_memory();
+  refused_misuse();
   printf("%s: %d failed checks\n", failures ? "FAILED" : "passed", failures);
   return failures ? 1 : 0;
 }

@@ -118,3 +118,27 @@ fn the_spec_grammar_reads_groups_bare_columns_and_whitespace() {
         assert!(err.contains(says), "{spec:?}: {err}");
     }
 }
+
+#[test]
+fn a_spec_of_many_names_is_accepted_and_a_late_duplicate_is_named() {
+    let names: Vec<String> = (0..20_000).map(|i| format!("t{i}")).collect();
+    let spec = names.join(";");
+    let map = TensorMap::parse(&spec).unwrap();
+    assert_eq!(map.names().len(), 20_000);
+    let reversed: Vec<&String> = names.iter().rev().collect();
+    let ordered = names
+        .iter()
+        .fold(TensorMap::builder(), |b, n| b.tensor(n, &[n]))
+        .order(&reversed)
+        .build()
+        .unwrap();
+    assert_eq!(
+        ordered.names()[0],
+        "t19999",
+        "the order given is the order kept"
+    );
+    let err = TensorMap::parse(&format!("{spec}; t123: x"))
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("\"t123\" is defined twice"), "{err}");
+}

@@ -11,6 +11,7 @@
 //! A group whose columns are not evenly spaced (D constant and positive) cannot be described
 //! by strides: that is an error naming the columns, or a reported copy with `allow_copy`.
 
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use super::schema::ColumnKind;
@@ -108,6 +109,8 @@ impl TensorMapBuilder {
             what: "tensor map".into(),
             reason,
         };
+        // A spec may come from anywhere and name many tensors: checks stay linear in it.
+        let mut seen = HashSet::with_capacity(self.groups.len());
         for (i, g) in self.groups.iter().enumerate() {
             if g.name.is_empty() {
                 return Err(bad(format!("tensor {i} has an empty name")));
@@ -115,7 +118,7 @@ impl TensorMapBuilder {
             if g.columns.is_empty() {
                 return Err(bad(format!("tensor {:?} names no columns", g.name)));
             }
-            if self.groups[..i].iter().any(|o| o.name == g.name) {
+            if !seen.insert(&*g.name) {
                 return Err(bad(format!("tensor {:?} is defined twice", g.name)));
             }
         }
@@ -130,7 +133,12 @@ impl TensorMapBuilder {
                     "order {order:?} must name every tensor exactly once ({defined:?})"
                 )));
             }
-            groups.sort_by_key(|g| order.iter().position(|n| **n == *g.name));
+            let rank: HashMap<&str, usize> = order
+                .iter()
+                .enumerate()
+                .map(|(i, n)| (n.as_str(), i))
+                .collect();
+            groups.sort_by_cached_key(|g| rank.get(&*g.name).copied());
         }
         Ok(TensorMap { groups })
     }

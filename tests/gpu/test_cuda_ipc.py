@@ -159,6 +159,44 @@ def test_bad_handles_are_clear_errors(tmp_path):
         rebuild(fmt, short, data)
 
 
+REFUSING_CONSUMER = textwrap.dedent("""
+    import pickle, sys, zerohop
+    try:
+        pickle.loads(open(sys.argv[1], "rb").read())
+    except ValueError as e:
+        print("refused:", e)
+    else:
+        print("accepted")
+""")
+
+
+class Reduced:
+    """Pickles as the given (callable, args): a state tampered with on its way."""
+
+    def __init__(self, reduced):
+        self.reduced = reduced
+
+    def __reduce__(self):
+        return self.reduced
+
+
+def test_a_tampered_range_past_the_allocation_is_refused(tmp_path):
+    """The state's offset is the sender's word; the receiver holds offset + bytes to the size
+    of the allocation the driver mapped, and refuses a range past it (closing the handle)."""
+    t = torch.ones(1024, device="cuda")       # kept alive while the consumer runs
+    rebuild, (fmt, state, data) = zerohop.from_dlpack(t).__reduce_ex__(5)
+    ipc = state["cuda_ipc"]
+    tampered = dict(state, cuda_ipc=dict(ipc, offset=ipc["offset"] + (1 << 40)))
+    path = tmp_path / "tampered.pickle"
+    path.write_bytes(pickle.dumps(Reduced((rebuild, (fmt, tampered, data))), protocol=5))
+    out = subprocess.run([sys.executable, "-c", REFUSING_CONSUMER, str(path)],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith("refused:"), out.stdout
+    assert "runs past the allocation it maps" in out.stdout, out.stdout
+    assert str(ipc["offset"] + (1 << 40)) in out.stdout, "the message names the offset"
+
+
 TABLE_CONSUMER = textwrap.dedent("""
     import pickle, sys, torch, zerohop
     t = pickle.loads(open(sys.argv[1], "rb").read())

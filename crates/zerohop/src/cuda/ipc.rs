@@ -20,6 +20,11 @@ use crate::memory::Stream;
 /// Bytes of a CUDA IPC memory or event handle.
 pub const HANDLE_BYTES: usize = 64;
 
+/// Whether `bytes` at `offset` lie inside an allocation of `size` bytes (no overflow).
+pub fn range_fits(offset: usize, bytes: usize, size: usize) -> bool {
+    offset.checked_add(bytes).is_some_and(|end| end <= size)
+}
+
 fn refused(reason: impl Into<String>) -> Error {
     Error::InvalidArgument {
         what: "CUDA IPC".into(),
@@ -148,7 +153,7 @@ pub unsafe fn export(
         .result()
         .map_err(|e| driver_error(&format!("address range of 0x{ptr:x}"), e))?;
     let offset = ptr - base as usize;
-    if offset.checked_add(bytes).is_none_or(|end| end > size) {
+    if !range_fits(offset, bytes, size) {
         return Err(refused(format!(
             "{bytes} bytes at 0x{ptr:x} run past their allocation ({size} bytes at 0x{base:x})"
         )));
@@ -268,12 +273,32 @@ pub fn import(handle: &IpcHandle, stream: Stream) -> Result<ImportedMemory> {
             handle.pid
         ))
     })?;
-    let imported = ImportedMemory {
+    // Owned at once, so every refusal below closes the handle again.
+    let mut imported = ImportedMemory {
         device,
         base,
-        ptr: base as usize + handle.offset,
+        ptr: 0,
         bytes: handle.bytes,
     };
+    // The state's offset and length are the sender's word; the mapped allocation's size is
+    // the driver's. A view past it would read another allocation of the producer.
+    let (mut start, mut size): (sys::CUdeviceptr, usize) = (0, 0);
+    // SAFETY: writes two values; `base` was just mapped in the bound context.
+    unsafe { sys::cuMemGetAddressRange_v2(&mut start, &mut size, base) }
+        .result()
+        .map_err(|e| driver_error("address range of the opened handle", e))?;
+    let room = size.saturating_sub((base as usize).saturating_sub(start as usize));
+    let ptr = (base as usize).checked_add(handle.offset);
+    match ptr {
+        Some(ptr) if range_fits(handle.offset, handle.bytes, room) => imported.ptr = ptr,
+        _ => {
+            return Err(refused(format!(
+                "the handle's range ({} bytes at offset {}) runs past the allocation it maps \
+                 ({room} bytes)",
+                handle.bytes, handle.offset
+            )))
+        }
+    }
     if let Some(event) = handle.event {
         wait_for(&event, stream)?;
     }
@@ -298,4 +323,23 @@ fn wait_for(event: &[u8; HANDLE_BYTES], stream: Stream) -> Result<()> {
         waited
     };
     waited.map_err(|e| driver_error("wait for the producer's event", e))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::range_fits;
+
+    #[test]
+    fn a_range_must_end_inside_its_allocation() {
+        assert!(range_fits(0, 4096, 4096));
+        assert!(range_fits(1024, 3072, 4096));
+        assert!(range_fits(4096, 0, 4096), "an empty range at the end");
+        assert!(!range_fits(1024, 3073, 4096), "one byte past the end");
+        assert!(!range_fits(4097, 0, 4096), "starts past the end");
+        assert!(
+            !range_fits(usize::MAX, 2, usize::MAX),
+            "offset + bytes overflows"
+        );
+        assert!(!range_fits(8, usize::MAX - 4, usize::MAX));
+    }
 }

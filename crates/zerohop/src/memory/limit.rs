@@ -67,7 +67,7 @@ impl MemoryResource for LimitResource {
     unsafe fn deallocate(&self, ptr: NonNull<u8>, bytes: usize, align: usize, stream: Stream) {
         // SAFETY: forwarded under the caller's contract; the block came from `upstream`.
         unsafe { self.upstream.deallocate(ptr, bytes, align, stream) };
-        self.in_use.fetch_sub(bytes, Ordering::AcqRel);
+        super::stats::take_from(&self.in_use, bytes);
     }
 
     fn device(&self) -> Device {

@@ -4,8 +4,12 @@
 //! statistics) are resources that wrap another resource, so stacks are built by composition.
 
 mod arena;
+mod checked;
 mod failure;
+#[cfg(test)]
+mod free_checks_tests;
 mod limit;
+mod live_blocks;
 mod log;
 mod monotonic;
 mod pool;
@@ -24,6 +28,7 @@ use std::ptr::NonNull;
 use std::sync::Arc;
 
 pub use arena::{ArenaResource, DEFAULT_CACHED_PER_CLASS};
+pub use checked::{checked_allocate, checked_deallocate};
 pub use failure::{FailureCallback, FailureCallbackResource};
 pub use limit::LimitResource;
 pub use log::{LogResource, LOG_HEADER};
@@ -89,7 +94,8 @@ pub trait MemoryResource: Send + Sync + fmt::Debug {
 
     /// # Safety
     /// `ptr` must come from `allocate` on this resource (or one equal to it) with the same
-    /// `bytes` and `align`, and must not be used after this call.
+    /// `bytes` and `align`, and must not be used after this call. Callers that cannot promise
+    /// this (a Python or C face passing on an integer) use [`checked_deallocate`].
     unsafe fn deallocate(&self, ptr: NonNull<u8>, bytes: usize, align: usize, stream: Stream);
 
     /// The device this resource's memory lives on.

@@ -7,7 +7,7 @@
 //! the producer may free a result as soon as the consumer has mapped it: the consumer's mapping
 //! keeps the pages, and nothing new is ever written over them. A pool would reuse the block.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::ptr::NonNull;
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -33,6 +33,10 @@ struct State {
     chunks: BTreeMap<usize, Chunk>,
     /// The chunk new blocks come from, and the offset of its first free byte.
     current: Option<(usize, usize)>,
+    /// Blocks out, with the start of their chunk: a free of anything else (a double free, an
+    /// address never handed out) must not count against a chunk, which would then go back
+    /// upstream under blocks still in use.
+    blocks: HashMap<usize, usize>,
 }
 
 #[derive(Debug)]
@@ -118,6 +122,7 @@ impl MemoryResource for MonotonicResource {
             {
                 chunk.live += 1;
                 state.current = Some((start, offset + bytes));
+                state.blocks.insert(start + offset, start);
                 return Ok(NonNull::new((start + offset) as *mut u8).expect("inside a chunk"));
             }
         }
@@ -134,6 +139,7 @@ impl MemoryResource for MonotonicResource {
                 live: 1,
             },
         );
+        state.blocks.insert(start, start);
         // The old current chunk retires; with no live blocks it goes back now.
         if let Some((old, _)) = state.current.replace((start, bytes)) {
             if state.chunks.get(&old).is_some_and(|c| c.live == 0) {
@@ -145,15 +151,18 @@ impl MemoryResource for MonotonicResource {
         Ok(ptr)
     }
 
+    /// A free of a block not out (never handed out, or already freed) changes nothing.
     unsafe fn deallocate(&self, ptr: NonNull<u8>, _bytes: usize, _align: usize, _stream: Stream) {
         let addr = ptr.as_ptr() as usize;
         let mut state = self.state();
         let current = state.current.map(|(s, _)| s);
-        let Some((&start, chunk)) = state.chunks.range_mut(..=addr).next_back() else {
-            debug_assert!(false, "a block this resource never handed out");
+        let Some(start) = state.blocks.remove(&addr) else {
             return;
         };
-        debug_assert!(addr < start + chunk.len && chunk.live > 0);
+        let chunk = state
+            .chunks
+            .get_mut(&start)
+            .expect("a chunk is held while blocks of it are out");
         chunk.live -= 1;
         if chunk.live == 0 && current != Some(start) {
             let chunk = state.chunks.remove(&start).expect("just seen");

@@ -13,11 +13,16 @@
 //! which for device memory makes S wait on an event recorded on T — so the block's old work
 //! finishes before its new work starts, without blocking the host. Host resources have no
 //! streams and make that call a no-op.
+//!
+//! The pool knows every block it has out, so a free it cannot vouch for (an address it never
+//! handed out, a block already free, a size that is not the block's) changes nothing:
+//! [`PoolResource::try_deallocate`] says why, and `deallocate` drops it.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::ptr::NonNull;
 use std::sync::{Arc, Mutex, MutexGuard};
 
+use super::live_blocks::LiveBlocks;
 use super::{MemoryResource, Stream};
 use crate::device::Device;
 use crate::error::{Error, Result};
@@ -104,6 +109,11 @@ pub struct PoolUsage {
 /// The streams a free block was freed on (empty: fresh from upstream, no pending work).
 type Streams = Vec<Stream>;
 
+/// What the live-block table holds for an over-aligned block passed straight upstream (its
+/// request is in `PoolState::upstream_blocks`); carved blocks hold their size, a multiple of
+/// the granule, so never this.
+const UPSTREAM: usize = 1;
+
 struct PoolState {
     /// Upstream allocations: start → size.
     chunks: BTreeMap<usize, usize>,
@@ -113,6 +123,11 @@ struct PoolState {
     range_streams: HashMap<usize, Streams>,
     /// Cached class blocks: address and the stream each was freed on.
     small: [Vec<(usize, Stream)>; CLASS_COUNT],
+    /// Every block handed out and not yet taken back: what a free is checked against.
+    /// Kept to one word per block, so the table stays small in the cache.
+    live: LiveBlocks<usize>,
+    /// Over-aligned blocks out (rare): the `bytes` and `align` they were asked with.
+    upstream_blocks: HashMap<usize, (usize, usize)>,
     reserved: usize,
     in_use: usize,
 }
@@ -125,6 +140,8 @@ impl Default for PoolState {
             free_by_addr: BTreeMap::new(),
             range_streams: HashMap::new(),
             small: std::array::from_fn(|_| Vec::new()),
+            live: LiveBlocks::new(0),
+            upstream_blocks: HashMap::new(),
             reserved: 0,
             in_use: 0,
         }
@@ -306,6 +323,67 @@ impl PoolResource {
         Ok(())
     }
 
+    /// Takes back a block this pool has out, freed with the size and alignment it was asked
+    /// for (a size rounding to the same block will do); anything else (an address the pool
+    /// never handed out, a block already free, another size) is refused, changing nothing.
+    /// Safe: a refused free touches nothing, and an accepted one is of a block the pool owns
+    /// (the caller must still not use it afterwards).
+    pub fn try_deallocate(
+        &self,
+        ptr: NonNull<u8>,
+        bytes: usize,
+        align: usize,
+        stream: Stream,
+    ) -> Result<()> {
+        let addr = expose(ptr);
+        let refuse = |reason: String| Error::InvalidArgument {
+            what: format!("pool free of 0x{addr:x}"),
+            reason,
+        };
+        let mut state = self.state();
+        // One lookup on the common path: take the record, and put it back if the free is wrong.
+        let Some(held) = state.live.remove(addr) else {
+            return Err(refuse(
+                "not a block of this pool in use (a double free, or an address it never \
+                 handed out)"
+                    .into(),
+            ));
+        };
+        let asked = if held == UPSTREAM {
+            state.upstream_blocks.get(&addr) == Some(&(bytes, align))
+        } else {
+            align <= POOL_ALIGNMENT && block_size(bytes).map(|(size, _)| size) == Some(held)
+        };
+        if !asked {
+            state.live.insert(addr, held);
+            let is = match state.upstream_blocks.get(&addr) {
+                Some((b, a)) if held == UPSTREAM => format!("{b} bytes aligned to {a}"),
+                _ => format!("a {held}-byte block"),
+            };
+            return Err(refuse(format!(
+                "freed as {bytes} bytes aligned to {align}, but it is {is}; it stays allocated"
+            )));
+        }
+        match held {
+            UPSTREAM => {
+                state.upstream_blocks.remove(&addr);
+                drop(state);
+                // SAFETY: an over-aligned block this pool got from upstream with exactly these
+                // arguments (recorded in `allocate`), out until now, and freed once: its record
+                // is gone.
+                unsafe { self.upstream.deallocate(ptr, bytes, align, stream) };
+            }
+            size => {
+                state.in_use = state.in_use.saturating_sub(size);
+                match block_size(size).and_then(|(_, class)| class) {
+                    Some(class) => state.small[class].push((addr, stream)),
+                    None => state.free_range(addr, size, vec![stream]),
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// Gives fully free chunks back to upstream; returns the bytes released.
     pub fn release(&self) -> usize {
         let mut state = self.state();
@@ -337,7 +415,11 @@ impl MemoryResource for PoolResource {
     fn allocate(&self, bytes: usize, align: usize, stream: Stream) -> Result<NonNull<u8>> {
         if align > POOL_ALIGNMENT {
             // Rare over-aligned requests go straight upstream (and come back the same way).
-            return self.upstream.allocate(bytes, align, stream);
+            let ptr = self.upstream.allocate(bytes, align, stream)?;
+            let mut state = self.state();
+            state.live.insert(expose(ptr), UPSTREAM);
+            state.upstream_blocks.insert(expose(ptr), (bytes, align));
+            return Ok(ptr);
         }
         let (size, class) = block_size(bytes).ok_or_else(|| Error::OutOfMemory {
             requested: bytes,
@@ -352,6 +434,7 @@ impl MemoryResource for PoolResource {
                     return Err(err);
                 }
                 state.in_use += size;
+                state.live.insert(addr, size);
                 return Ok(to_ptr(addr));
             }
         }
@@ -373,25 +456,13 @@ impl MemoryResource for PoolResource {
             return Err(err);
         }
         state.in_use += size;
+        state.live.insert(addr, size);
         Ok(to_ptr(addr))
     }
 
+    /// A free breaking the contract (see [`PoolResource::try_deallocate`]) changes nothing.
     unsafe fn deallocate(&self, ptr: NonNull<u8>, bytes: usize, align: usize, stream: Stream) {
-        if align > POOL_ALIGNMENT {
-            // SAFETY: over-aligned blocks came from upstream with these exact arguments.
-            unsafe { self.upstream.deallocate(ptr, bytes, align, stream) };
-            return;
-        }
-        let Some((size, class)) = block_size(bytes) else {
-            return;
-        };
-        let addr = expose(ptr);
-        let mut state = self.state();
-        state.in_use -= size;
-        match class {
-            Some(class) => state.small[class].push((addr, stream)),
-            None => state.free_range(addr, size, vec![stream]),
-        }
+        let _ = self.try_deallocate(ptr, bytes, align, stream);
     }
 
     fn device(&self) -> Device {

@@ -77,6 +77,14 @@ impl StatsResource {
     }
 }
 
+/// Subtracts `n` from a counter, stopping at 0: a free that breaks the contract (freed
+/// twice, or never allocated here) must not wrap a count to nearly 2^64.
+pub(super) fn take_from(counter: &AtomicUsize, n: usize) {
+    let _ = counter.fetch_update(Ordering::AcqRel, Ordering::Relaxed, |c| {
+        Some(c.saturating_sub(n))
+    });
+}
+
 impl MemoryResource for StatsResource {
     fn allocate(&self, bytes: usize, align: usize, stream: Stream) -> Result<NonNull<u8>> {
         self.histogram[size_bucket(bytes)].fetch_add(1, Ordering::Relaxed);
@@ -100,8 +108,8 @@ impl MemoryResource for StatsResource {
     unsafe fn deallocate(&self, ptr: NonNull<u8>, bytes: usize, align: usize, stream: Stream) {
         // SAFETY: forwarded under the caller's contract.
         unsafe { self.upstream.deallocate(ptr, bytes, align, stream) };
-        self.current_bytes.fetch_sub(bytes, Ordering::Relaxed);
-        self.current_count.fetch_sub(1, Ordering::Relaxed);
+        take_from(&self.current_bytes, bytes);
+        take_from(&self.current_count, 1);
     }
 
     fn device(&self) -> Device {

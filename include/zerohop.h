@@ -309,11 +309,12 @@ void zh_resource_free(struct zh_resource *resource);
 // `resource` must be a live handle or NULL; `out` writable or NULL.
 enum zh_status zh_allocate(const struct zh_resource *resource, uintptr_t bytes, uintptr_t align, uintptr_t stream, void **out);
 
-// Returns memory from `zh_allocate` (NULL `ptr`: nothing).
+// Returns memory from `zh_allocate` on this resource (NULL `ptr`: nothing), with the `bytes`
+// and `align` it was allocated with. Any other pointer, a second free or another size is
+// `ZH_INVALID_ARGUMENT` (the message names the address), and frees nothing.
 //
 // # Safety
-// `ptr` must come from `zh_allocate` on this resource with the same `bytes` and `align`, and
-// be freed once.
+// `resource` must be a live handle or NULL.
 enum zh_status zh_deallocate(const struct zh_resource *resource, void *ptr, uintptr_t bytes, uintptr_t align, uintptr_t stream);
 
 // An allocator entry point in the shape libtorch's pluggable CUDA allocator calls

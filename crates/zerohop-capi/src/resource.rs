@@ -7,8 +7,8 @@ use std::ptr::NonNull;
 use std::sync::Arc;
 
 use zerohop::memory::{
-    current_resource, framework_allocate, framework_deallocate, set_current_resource, PoolConfig,
-    PoolResource, POOL_ALIGNMENT,
+    checked_allocate, checked_deallocate, current_resource, framework_allocate,
+    framework_deallocate, set_current_resource, PoolConfig, PoolResource, POOL_ALIGNMENT,
 };
 use zerohop::memory::{StatsResource, SystemResource};
 use zerohop::{Device, MemoryResource, Stream};
@@ -250,18 +250,19 @@ pub unsafe extern "C" fn zh_allocate(
                 "alignment {align} is not a power of two"
             )));
         }
-        let ptr = resource.inner.allocate(bytes, align, Stream(stream))?;
+        let ptr = checked_allocate(&resource.inner, bytes, align, Stream(stream))?;
         // SAFETY: checked non-NULL above.
         unsafe { *out = ptr.as_ptr().cast() };
         Ok(())
     })
 }
 
-/// Returns memory from `zh_allocate` (NULL `ptr`: nothing).
+/// Returns memory from `zh_allocate` on this resource (NULL `ptr`: nothing), with the `bytes`
+/// and `align` it was allocated with. Any other pointer, a second free or another size is
+/// `ZH_INVALID_ARGUMENT` (the message names the address), and frees nothing.
 ///
 /// # Safety
-/// `ptr` must come from `zh_allocate` on this resource with the same `bytes` and `align`, and
-/// be freed once.
+/// `resource` must be a live handle or NULL.
 #[no_mangle]
 pub unsafe extern "C" fn zh_deallocate(
     resource: *const zh_resource,
@@ -273,12 +274,11 @@ pub unsafe extern "C" fn zh_deallocate(
     guard(|| {
         // SAFETY: per the contract.
         let resource = unsafe { handle(resource, "resource") }?;
-        let Some(ptr) = NonNull::new(ptr.cast::<u8>()) else {
+        if ptr.is_null() {
             return Ok(());
-        };
+        }
         let align = if align == 0 { POOL_ALIGNMENT } else { align };
-        // SAFETY: per the contract: an allocation of this resource with these arguments.
-        unsafe { resource.inner.deallocate(ptr, bytes, align, Stream(stream)) };
+        checked_deallocate(&resource.inner, ptr as usize, bytes, align, Stream(stream))?;
         Ok(())
     })
 }

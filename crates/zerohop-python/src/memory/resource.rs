@@ -10,9 +10,9 @@ use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use zerohop::memory::{
-    current_resource, set_current_resource, ArenaResource, LimitResource, LogResource,
-    MemoryResource, MonotonicResource, PoolConfig, PoolResource, Statistics, StatsResource,
-    SystemResource, TrackingResource, POOL_ALIGNMENT,
+    checked_allocate, checked_deallocate, current_resource, set_current_resource, ArenaResource,
+    LimitResource, LogResource, MemoryResource, MonotonicResource, PoolConfig, PoolResource,
+    Statistics, StatsResource, SystemResource, TrackingResource, POOL_ALIGNMENT,
 };
 use zerohop::{Device, Stream};
 
@@ -246,18 +246,15 @@ impl PyResource {
         let inner = self.inner.clone();
         // The address crosses the detach as an integer (pointers are not Send).
         crate::memory::python_stack::detach(py, move || {
-            inner
-                .allocate(nbytes, align, Stream(stream))
-                .map(|p| p.as_ptr() as usize)
+            checked_allocate(&inner, nbytes, align, Stream(stream)).map(|p| p.as_ptr() as usize)
         })
         .py()
     }
 
-    /// Gives a block back; work already queued on `stream` may still use it, so another
-    /// stream gets it only after that work (see `Pool`).
-    ///
-    /// # Safety (for the Python caller)
-    /// `address` must come from `allocate` on this resource with the same size and alignment.
+    /// Gives back a block from `allocate` on this resource, with the size and alignment it
+    /// was allocated with; work already queued on `stream` may still use it, so another
+    /// stream gets it only after that work (see `Pool`). Any other address, a second free or
+    /// another size raises `ValueError` naming the address, and frees nothing.
     #[pyo3(signature = (address, nbytes, align=POOL_ALIGNMENT, stream=0))]
     fn deallocate(
         &self,
@@ -266,11 +263,7 @@ impl PyResource {
         align: usize,
         stream: usize,
     ) -> PyResult<()> {
-        let ptr = NonNull::new(address as *mut u8)
-            .ok_or_else(|| PyValueError::new_err("address 0 was never allocated"))?;
-        // SAFETY: the Python caller promises the block came from `allocate` here.
-        unsafe { self.inner.deallocate(ptr, nbytes, align, Stream(stream)) };
-        Ok(())
+        checked_deallocate(&self.inner, address, nbytes, align, Stream(stream)).py()
     }
 
     fn __repr__(&self) -> String {

@@ -89,34 +89,6 @@ pub fn delimiter_from_str(text: &str) -> Result<u8> {
     }
 }
 
-/// Memory-maps a file for reading (an empty file, which cannot be mapped, is an empty slice).
-/// Only the CUDA reader maps a file, for its header and the lines the host parses; see
-/// `read_csv` for why the host reader reads into memory instead.
-#[cfg(feature = "cuda")]
-pub(crate) fn with_map<T>(
-    path: &Path,
-    populate: bool,
-    read: impl FnOnce(&[u8]) -> Result<T>,
-) -> Result<T> {
-    let io = |source| crate::error::EcgError::Io {
-        path: path.to_owned(),
-        source,
-    };
-    let (file, len) = crate::file::open_regular(path, "CSV")?;
-    if len == 0 {
-        return read(&[]);
-    }
-    let mut options = memmap2::MmapOptions::new();
-    if populate {
-        options.populate();
-    }
-    // SAFETY: the map is read-only and lives until `read` returns; the documented contract is
-    // that nobody truncates or rewrites the file meanwhile (the same contract as every
-    // mmap-based reader). On platforms without mmap support this fails with an I/O error.
-    let map = unsafe { options.map(&file) }.map_err(io)?;
-    read(&map)
-}
-
 /// Reads a numeric CSV file into a table of float32 columns.
 ///
 /// The file is read into memory first (a regular file only, opened without blocking), not
@@ -138,14 +110,22 @@ const HEADER_PREFIX: u64 = 1 << 20;
 /// its first lines. `delimiter`: None sniffs it; the header is detected as [`read_csv`]
 /// detects it.
 pub fn read_header(path: &Path, delimiter: Option<u8>) -> Result<CsvHeader> {
+    parse_header(&layout_prefix(path)?, path, delimiter)
+}
+
+/// The first lines of a CSV file, as many as its layout (header, delimiter sniffing, the
+/// first data line) needs: the whole file when it is short.
+pub(crate) fn layout_prefix(path: &Path) -> Result<Vec<u8>> {
     let mut limit = HEADER_PREFIX;
     loop {
-        let data = crate::file::read_prefix(path, "CSV", limit)?;
+        let mut data = crate::file::read_prefix(path, "CSV", limit)?;
         if (data.len() as u64) < limit {
-            return parse_header(&data, path, delimiter);
+            return Ok(data);
         }
         if let Some(lines) = header::layout_lines(&data) {
-            return parse_header(lines, path, delimiter);
+            let end = lines.len();
+            data.truncate(end);
+            return Ok(data);
         }
         limit = limit.saturating_mul(2);
     }

@@ -21,7 +21,7 @@ use zerohop::{Buffer, DType, MemoryResource, Stream};
 
 use super::module::PerDevice;
 use super::{arg, device_resource, download, launch, upload};
-use crate::csv::{is_blank, parse_csv, plan, with_map, CsvHeader, CsvOptions, Fields};
+use crate::csv::{is_blank, layout_prefix, parse_csv, plan, CsvHeader, CsvOptions, Fields};
 use crate::error::{EcgError, Result};
 
 const SOURCE: &str = include_str!("csv_kernels.cu");
@@ -81,34 +81,42 @@ pub fn read_csv_cuda(
     device: i32,
     stream: Stream,
 ) -> Result<DeviceCsv> {
-    let file = std::fs::File::open(path).map_err(|source| EcgError::Io {
-        path: path.to_owned(),
-        source,
+    // Read, never mapped: a mapped file that someone truncates meanwhile is a SIGBUS, where a
+    // read that ends early is an error naming the file. The bulk goes to the device through
+    // `staging::upload_file`; the host reads only the layout lines, the last byte and the
+    // lines the device leaves to it.
+    let (file, len) = crate::file::open_regular(path, "CSV")?;
+    let len = usize::try_from(len).map_err(|_| {
+        crate::error::invalid(
+            "CSV",
+            format!("{}: larger than the address space", path.display()),
+        )
     })?;
     let resource = device_resource(device)?;
-    with_map(path, false, |data| {
-        let mut reader = Reader {
-            file: &file,
-            data,
-            path,
-            options,
-            device,
-            stream,
-            resource,
-            report: CsvReport::default(),
-            clock: Instant::now(),
-        };
-        let table = reader.read()?;
-        let mut report = reader.report;
-        report.rows = table.len();
-        Ok(DeviceCsv { table, report })
-    })
+    let mut reader = Reader {
+        file: &file,
+        len,
+        layout: layout_prefix(path)?,
+        path,
+        options,
+        device,
+        stream,
+        resource,
+        report: CsvReport::default(),
+        clock: Instant::now(),
+    };
+    let table = reader.read()?;
+    let mut report = reader.report;
+    report.rows = table.len();
+    Ok(DeviceCsv { table, report })
 }
 
 struct Reader<'a> {
     file: &'a std::fs::File,
-    /// The whole file, mapped: the header, and the lines the host parses.
-    data: &'a [u8],
+    /// The file's length when it was opened.
+    len: usize,
+    /// Its first lines, as many as the layout needs.
+    layout: Vec<u8>,
     path: &'a Path,
     options: &'a CsvOptions,
     device: i32,
@@ -136,11 +144,11 @@ impl Reader<'_> {
     }
 
     fn read(&mut self) -> Result<SoaTable> {
-        let (header, selected) = plan(self.data, self.path, self.options)?;
+        let (header, selected) = plan(&self.layout, self.path, self.options)?;
         let fields = Fields::new(&header, &selected, self.path)?;
         let start = header.data_offset;
-        let mut end = self.data.len();
-        if end > start && self.data[end - 1] == b'\n' {
+        let mut end = self.len;
+        if end > start && self.bytes_at(end - 1, 1)? == b"\n" {
             end -= 1;
         }
         if end <= start {
@@ -203,9 +211,30 @@ impl Reader<'_> {
         Ok(table)
     }
 
+    /// `count` bytes of the file from `offset`; a file that has shrunk meanwhile is an error
+    /// naming it.
+    fn bytes_at(&self, offset: usize, count: usize) -> Result<Vec<u8>> {
+        let mut bytes = vec![0u8; count];
+        std::os::unix::fs::FileExt::read_exact_at(self.file, &mut bytes, offset as u64).map_err(
+            |source| EcgError::Io {
+                path: self.path.to_owned(),
+                source: std::io::Error::new(
+                    source.kind(),
+                    format!(
+                        "the file changed while it was read: {count} bytes at {offset} of {}: \
+                         {source}",
+                        self.len
+                    ),
+                ),
+            },
+        )?;
+        Ok(bytes)
+    }
+
     /// The whole file through the CPU reader, copied to the device once.
     fn fallback(&mut self, why: Option<&str>) -> Result<SoaTable> {
-        let table = parse_csv(self.data, self.path, self.options)?;
+        let data = crate::file::read_whole(self.path, "CSV")?;
+        let table = parse_csv(&data, self.path, self.options)?;
         let on_device = table.copy_to(self.resource.clone(), self.stream)?;
         synchronize(self.device, self.stream)?;
         self.report.fallback = why.map(str::to_owned);
@@ -369,10 +398,13 @@ impl Reader<'_> {
         let (device, stream) = (self.device, self.stream);
         let ncols = fields.schema.columns().len();
         let context = fields.context(self.path, header, self.options);
-        let text = &self.data[header.data_offset..];
         let (mut rows, mut values, mut blanks) = (Vec::new(), Vec::new(), Vec::new());
         for host_line in listed {
-            let line = &text[host_line.begin..host_line.end];
+            let bytes = self.bytes_at(
+                header.data_offset + host_line.begin,
+                host_line.end - host_line.begin,
+            )?;
+            let line = &bytes[..];
             let line = line.strip_suffix(b"\r").unwrap_or(line);
             if is_blank(line) {
                 blanks.push(host_line.line);

@@ -37,6 +37,8 @@ if [ "$gpus" -ge 2 ] || [ "${ONLY:-}" = ddp ]; then
   $PY -m pytest -q -rs -p no:cacheprovider $T/gpu/test_ecg_training_graph.py 2>&1 | tail -15 \
     | tee "$OUT/pytest-ddp.log"
   grep -qE "^(FAILED|ERROR)| failed" "$OUT/pytest-ddp.log" && status=1
+  # DDP_BENCH=0: the 2-GPU tests only, not the training benches.
+  if [ "${DDP_BENCH:-1}" = 1 ]; then
   # DDP_FUSE=0 leaves out the steps fused by torch.compile (each compiles for tens of seconds).
   fuse=$([ "${DDP_FUSE:-1}" = 1 ] && echo --fuse)
   # DDP_PER_RANK=1,1.41 adds 2-rank runs with a whole batch on each rank (--batch-per-rank),
@@ -45,6 +47,7 @@ if [ "$gpus" -ge 2 ] || [ "${ONLY:-}" = ddp ]; then
     ${DDP_PER_RANK:+--per-rank $DDP_PER_RANK} --out "$OUT/ecg_ddp.md" >"$OUT/ddp.log" 2>&1 || status=1
   tail -30 "$OUT/ddp.log"
   $PY bench/ecg_step.py $fuse ${STEP_FUSED:+--fused-batches $STEP_FUSED} --out "$OUT/ecg_step.md" 2>&1 | tail -12 | tee "$OUT/step.log" || status=1
+  fi
   [ "${ONLY:-}" = ddp ] && exit $status
 fi
 $PY -m pytest -q -rs -s -p no:cacheprovider $T/gpu 2>&1 | tee "$OUT/pytest-gpu.log" || status=1

@@ -343,7 +343,11 @@ fuzz_target!(|input: Input| {
     RELEASED.store(0, Ordering::SeqCst);
     let data_type = input.ty.data_type(0);
     if let Some(device) = input.device {
-        fuzz_device(&data_type, &input.node, DEVICES[device as usize % DEVICES.len()]);
+        fuzz_device(
+            &data_type,
+            &input.node,
+            DEVICES[device as usize % DEVICES.len()],
+        );
         return;
     }
     let raw = build(&data_type, &input.node, 0);
@@ -378,8 +382,13 @@ fuzz_target!(|input: Input| {
         }
     }
     drop(result);
+    check_released_once(was_released, private);
+});
+
+/// The consumer released the struct exactly once; one that arrived released (nobody may call
+/// a NULL release) is freed here, as its producer still owns it.
+fn check_released_once(was_released: bool, private: *mut c_void) {
     if was_released {
-        // Nobody may call a NULL release; the producer still owns the memory.
         assert_eq!(RELEASED.load(Ordering::SeqCst), 0);
         let mut shell = build(&DataType::Null, &Node::default(), 0);
         // SAFETY: frees the fresh shell's own data, then the refused struct's.
@@ -395,12 +404,15 @@ fuzz_target!(|input: Input| {
             "the producer's release runs once"
         );
     }
-});
+}
 
 /// The array as a device array: whatever the importer takes or refuses, it never reads an
 /// unreadable buffer (a SIGSEGV otherwise), releases the array once, and every view it makes
 /// lies inside the producer's buffers.
 fn fuzz_device(data_type: &DataType, node: &Node, (device_type, readable): (i32, bool)) {
+    let Ok(schema) = FFI_ArrowSchema::try_from(data_type) else {
+        return;
+    };
     UNREADABLE.store(!readable, Ordering::SeqCst);
     let raw = build(data_type, node, 0);
     UNREADABLE.store(false, Ordering::SeqCst);
@@ -411,9 +423,6 @@ fn fuzz_device(data_type: &DataType, node: &Node, (device_type, readable): (i32,
     } else {
         let base = unreadable_base();
         vec![(base, base + UNREADABLE_BYTES)]
-    };
-    let Ok(schema) = FFI_ArrowSchema::try_from(data_type) else {
-        return;
     };
     let array = FFI_ArrowDeviceArray {
         // SAFETY: RawArray has FFI_ArrowArray's exact C layout.
@@ -433,18 +442,7 @@ fn fuzz_device(data_type: &DataType, node: &Node, (device_type, readable): (i32,
             );
         }
     }
-    if was_released {
-        assert_eq!(RELEASED.load(Ordering::SeqCst), 0);
-        let mut shell = build(&DataType::Null, &Node::default(), 0);
-        // SAFETY: frees the fresh shell's own data, then the refused struct's.
-        unsafe {
-            free_node(&mut shell);
-            shell.private_data = private;
-            free_node(&mut shell);
-        }
-    } else {
-        assert_eq!(RELEASED.load(Ordering::SeqCst), 1, "the release runs once");
-    }
+    check_released_once(was_released, private);
 }
 
 /// The byte ranges of every buffer reachable from `raw` (for the zero-copy check).

@@ -12,6 +12,7 @@ pub mod dlpack;
 pub mod dtype;
 pub mod error;
 pub mod gate;
+pub mod guard;
 pub mod memory;
 #[cfg(feature = "ndarray")]
 pub mod ndarray_views;

@@ -443,8 +443,14 @@ mod tests {
             })
             .unwrap_err()
             .to_string();
+            // Huge durations in exponent form, the others as plain numbers.
+            let duration = if seconds < 1e15 {
+                format!("{seconds} s")
+            } else {
+                format!("{seconds:e} s")
+            };
             assert!(
-                err.starts_with("invalid recording: synthetic ECG of 1e")
+                err.starts_with(&format!("invalid recording: synthetic ECG of {duration}"))
                     && err.contains(" samples need about ")
                     && err.contains(" GiB, more than half of this machine's "),
                 "{err}"

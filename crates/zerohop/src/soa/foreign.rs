@@ -47,7 +47,7 @@ impl SoaTable {
 
 /// A CUDA pointer must belong to the device it is said to be on (the driver knows); host
 /// memory cannot be checked and is taken as said.
-fn check_device(ptr: NonNull<u8>, device: Device) -> Result<()> {
+pub(super) fn check_device(ptr: NonNull<u8>, device: Device) -> Result<()> {
     if device.kind != DeviceKind::Cuda {
         return Ok(());
     }

@@ -11,6 +11,9 @@ mod arrow_faces;
 mod arrow_faces_tests;
 #[cfg(all(test, feature = "arrow"))]
 mod arrow_tests;
+mod blocks;
+#[cfg(test)]
+mod blocks_tests;
 mod building;
 mod columns;
 #[cfg(test)]
@@ -36,6 +39,7 @@ pub use arrow_faces::{
     cast_batch_to_requested, cast_to_requested, host_device_array, tensor_device_array,
     tensor_field, tensor_host_array, FromImport,
 };
+pub use blocks::{BlockLayout, BlocksLayout};
 pub use columns::ColumnTable;
 pub use layout::{ColumnLayout, Layout, SOA_DEFAULT_ALIGNMENT};
 pub use schema::{ColumnKind, ColumnSpec, ComponentOrder, Schema, SchemaBuilder};

@@ -2,6 +2,8 @@
 #   make test   fmt + clippy + rustdoc -D warnings + cargo test + Miri + the C/C++ and Rust
 #               examples + pytest + stubtest + mypy --strict + docs + valgrind + short fuzz runs
 #   make fuzz   every fuzz target for FUZZ_SECONDS (default 300) each
+#   make install   the C library, its headers, pkg-config and CMake files into PREFIX
+#               (default /usr/local; DESTDIR stages; needs cargo only: no venv, no CMake)
 #   make demo   the ECG pipeline on the bundled recording (plots + report in out/ecg)
 #   make bench  criterion benches + cross-framework latency table
 #   make test-tch / bench-tch   the `tch` feature in a venv of its own (torch 2.13; see README)
@@ -17,7 +19,7 @@ MATURIN := $(VENV)/bin/maturin
 export VIRTUAL_ENV := $(abspath $(VENV))
 export PATH := $(abspath $(VENV))/bin:$(PATH)
 
-.PHONY: all venv develop test fmt-check clippy doc-check test-rust miri cpp-example pytest stubtest typecheck docs valgrind fuzz fuzz-smoke demo bench test-tch bench-tch clean
+.PHONY: all venv develop install test fmt-check clippy doc-check test-rust miri cpp-example pytest stubtest typecheck docs valgrind fuzz fuzz-smoke demo bench test-tch bench-tch clean
 
 all: test
 
@@ -63,6 +65,10 @@ test-rust: venv
 	cargo run -q -p zerohop --features ndarray --example soa_inference 1000
 	# The same over buffers the example allocates itself (CMS's layout), wrapped, in batches.
 	cargo run -q -p zerohop --features ndarray --example cms_wrap 10000 1000
+	# A project outside the workspace that depends on zerohop as a user's does (docs/rust.md);
+	# it shares this tree's target folder, so the crates it needs are built once.
+	CARGO_TARGET_DIR=$(abspath target) cargo run -q --manifest-path examples/rust-consumer/Cargo.toml
+	CARGO_TARGET_DIR=$(abspath target) cargo clippy -q --manifest-path examples/rust-consumer/Cargo.toml -- -D warnings
 	# The host-side parts of the ECG crate's CUDA module (its PTX cache); no GPU needed.
 	cargo test -p zerohop-ecg --features cuda --lib gpu::
 
@@ -131,17 +137,28 @@ doc-check: venv
 	RUSTDOCFLAGS="-D warnings" cargo doc --no-deps -q -p zerohop -p zerohop-ecg -p zerohop-derive -p zerohop-capi \
 	  --features zerohop/arrow,zerohop/cuda,zerohop/ndarray,zerohop-ecg/cuda
 
-# The C ABI from C and C++: the C smoke test and the libtorch example (examples/cpp), built
-# against the library and include/zerohop.h through pkg-config, run on the CPU, then both
-# again under valgrind's memcheck (errors in zerohop's frames fail it).
+# The C ABI from C and C++: the C smoke test and the libtorch examples (examples/cpp), built
+# against an install of the library (scripts/install.sh) through its pkg-config file, run on
+# the CPU, then both again under valgrind's memcheck (errors in zerohop's frames fail it).
 # With a CUDA build of torch, the example is also compiled with its libtorch CUDA allocator hook
 # (the CUDA runtime's headers come from PyPI into target/cuda-include); it runs on the CPU here.
+# Then `make install` into a staging DESTDIR, the prefix moved, and C and C++ programs built from
+# it alone with pkg-config and with find_package(zerohop), shared and static
+# (examples/install-consumer; the venv's cmake).
 cpp-example: venv
 	inc=$$(PY=$(PY) bash examples/cpp/cuda-headers.sh target/cuda-include || true); \
 	  PY=$(PY) ZH_CUDA_INCLUDE=$$inc bash examples/cpp/run.sh cpu 1000
+	PY=$(PY) bash examples/install-consumer/run.sh
 	PY=$(PY) bash scripts/valgrind-capi.sh
 
 test: fmt-check clippy doc-check test-rust miri cpp-example pytest stubtest typecheck docs valgrind fuzz-smoke
+
+# zerohop's C library for C and C++ programs: lib/libzerohop_capi.{so,a}, include/zerohop.h and
+# zerohop_torch.h, lib/pkgconfig/zerohop{,-static}.pc, lib/cmake/zerohop/ (docs/cpp.md). Only
+# cargo is needed. NO_BUILD=1 installs an earlier build (`sudo make install NO_BUILD=1`).
+PREFIX ?= /usr/local
+install:
+	PREFIX='$(PREFIX)' DESTDIR='$(DESTDIR)' NO_BUILD='$(NO_BUILD)' bash scripts/install.sh
 
 demo: $(VENV)/.demo-installed
 	$(MATURIN) develop --release -q

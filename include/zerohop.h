@@ -163,6 +163,34 @@ const char *zh_version(void);
 // The DLPack version of the tensors this library exports: major * 100 + minor (103).
 uint32_t zh_dlpack_version(void);
 
+// Where `n` blocks lie in one buffer: block k has `schemas[k]`'s columns and `rows[k]` rows,
+// laid out by the CMS SoA rules at `alignment` (0: 128), the blocks one after another, each
+// starting on an `alignment` boundary. `offsets[k]` (when `offsets` is not NULL: n writable
+// elements) gets block k's byte offset and `*total_bytes` the bytes the buffer needs. Column
+// offsets inside a block are those `zh_table_column_info` gives for its table. Refused, naming
+// the block: n = 0, a NULL schema, a bad alignment, sizes that overflow.
+//
+// # Safety
+// `schemas` and `rows` point to `n` elements each, every schema a live handle; `offsets` NULL
+// or `n` writable elements; `total_bytes` writable.
+enum zh_status zh_blocks_layout(const struct zh_schema *const *schemas, const uintptr_t *rows, uintptr_t n, uintptr_t alignment, uintptr_t *offsets, uintptr_t *total_bytes);
+
+// `n` tables over one buffer the caller allocated, block k at the offset `zh_blocks_layout`
+// gives it, with `schemas[k]`'s columns and `rows[k]` rows: nothing is copied and zerohop
+// allocates nothing. `tables[0..n]` get the tables (each freed by `zh_table_free`, in any
+// order); each maps, slices and exports as any table. `device`, `release` and `ctx` are
+// `zh_table_wrap`'s: `release(ctx)` runs exactly once, when the last table, slice or exported
+// tensor over any block is gone, or before this call returns when anything is refused (a
+// buffer too small for a block or not aligned for a block's widest element — the message
+// names the block —, n = 0, a NULL schema, data or out-parameter, a bad device). On refusal
+// nothing is written to `tables`.
+//
+// # Safety
+// `schemas` and `rows` point to `n` elements each, every schema a live handle;
+// `data..data + bytes` memory on `device` that stays valid until `release(ctx)` is called;
+// `release(ctx)` safe to call from any thread; `tables` NULL or `n` writable elements.
+enum zh_status zh_blocks_wrap(const struct zh_schema *const *schemas, const uintptr_t *rows, uintptr_t n, uintptr_t alignment, void *data, uintptr_t bytes, int32_t device, zh_release_fn release, void *ctx, struct zh_table **tables);
+
 // Parses `spec` ("name: col, col; name2: col", see `zh_table_map`) once, with `flags` (0 or
 // an OR of `ZH_MAP_READONLY` and `ZH_MAP_ALLOW_COPY`), for `zh_map_apply` on many tables.
 // Free with `zh_map_free`.

@@ -22,6 +22,7 @@
 
 #![allow(non_camel_case_types)]
 
+mod blocks;
 mod map;
 mod resource;
 mod rows;
@@ -30,6 +31,7 @@ mod status;
 mod stream;
 mod table;
 
+pub use blocks::*;
 pub use map::*;
 pub use resource::*;
 pub use rows::*;

@@ -126,6 +126,25 @@ fn entry_points() -> Vec<(&'static str, Returned, Call)> {
                 null_mut()
             )
         ),
+        call!(
+            Status,
+            zh_blocks_layout(null(), null(), 0, 0, null_mut(), null_mut())
+        ),
+        call!(
+            Status,
+            zh_blocks_wrap(
+                null(),
+                null(),
+                0,
+                0,
+                null_mut(),
+                0,
+                -1,
+                None,
+                null_mut(),
+                null_mut()
+            )
+        ),
         call!(nothing, zh_table_free(null_mut())),
         call!(Status, zh_table_get_info(null(), null_mut())),
         call!(Status, zh_table_column(null(), null(), null_mut())),

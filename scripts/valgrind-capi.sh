@@ -19,6 +19,10 @@ valgrind --tool=memcheck --leak-check=full --errors-for-leak-kinds=definite,indi
   --error-exitcode=99 -q "$OUT/smoke" > /dev/null
 smoke=$?
 [ $smoke -eq 0 ] || echo "valgrind: the C smoke test has memory errors or leaks (exit $smoke)"
+valgrind --tool=memcheck --leak-check=full --errors-for-leak-kinds=definite,indirect \
+  --error-exitcode=99 -q "$OUT/blocks" > /dev/null
+blocks=$?
+[ $blocks -eq 0 ] || echo "valgrind: the C blocks example has memory errors or leaks (exit $blocks)"
 
 echo "valgrind memcheck: the libtorch example, 64 rows (about a minute)"
 valgrind --tool=memcheck --leak-check=no --num-callers=40 --log-file="$LOG" \
@@ -27,4 +31,4 @@ example=$?
 [ $example -eq 0 ] || echo "the libtorch example failed under valgrind (exit $example)"
 python3 scripts/valgrind-verdict.py "$LOG" "libtorch example"
 verdict=$?
-exit $(( smoke != 0 || example != 0 || verdict != 0 ))
+exit $(( smoke != 0 || blocks != 0 || example != 0 || verdict != 0 ))

@@ -53,6 +53,9 @@ if [[ -z ${ZEROHOP_PREBUILT:-} ]]; then
   echo "== C smoke test (gcc -std=c11, header and library through pkg-config, rpath included)"
   gcc -std=c11 -Wall -Wextra -Werror -isystem "$TORCH/include" "$ROOT/examples/c/smoke.c" \
     "${ZH_FLAGS[@]}" -o "$OUT/smoke"
+  echo "== C blocks example (several layouts in one buffer: zh_blocks_wrap)"
+  gcc -std=c11 -Wall -Wextra -Werror "$ROOT/examples/c/blocks.c" "${ZH_FLAGS[@]}" \
+    -o "$OUT/blocks"
   if command -v cmake >/dev/null; then
     echo "== a CMake project outside the tree: find_package(zerohop)"
     cmake -S "$ROOT/examples/cmake" -B "$OUT/cmake-consumer" -DCMAKE_PREFIX_PATH="$OUT/cmake" \
@@ -110,6 +113,7 @@ if [[ $DEVICE == bench ]]; then # examples/cpp/run.sh bench [ROWS]: the 64-colum
 fi
 
 "$OUT/smoke"
+"$OUT/blocks"
 [[ -x $OUT/cmake-consumer/consumer ]] && "$OUT/cmake-consumer/consumer"
 "$OUT/soa_inference" "$OUT/track_scorer.pt" "$DEVICE" "$ROWS"
 PACKAGE=()

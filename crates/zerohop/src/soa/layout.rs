@@ -5,6 +5,7 @@
 use std::fmt;
 
 use super::schema::{ColumnKind, Schema};
+use super::table::matrix_strides;
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 
@@ -26,6 +27,48 @@ pub struct ColumnLayout {
     pub size: usize,
     /// Bytes of padding inside `size`.
     pub padding: usize,
+}
+
+/// The tensor a column of a table (or a row window of one) is, in elements: a table scalar is
+/// 0-d; a column (n,); a `vector[K]` (n, K) with strides (1, pitch); a `matrix[R, C]`
+/// (n, R, C) with strides following its component order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ColumnDims {
+    pub ndim: usize,
+    pub shape: [i64; 3],
+    pub strides: [i64; 3],
+}
+
+impl ColumnDims {
+    pub fn shape(&self) -> &[i64] {
+        &self.shape[..self.ndim]
+    }
+    pub fn strides(&self) -> &[i64] {
+        &self.strides[..self.ndim]
+    }
+}
+
+impl ColumnLayout {
+    /// The column's tensor over `rows` rows. `rows` is at most the layout's, which
+    /// [`Layout::new`] kept within an `i64`.
+    pub fn dims(&self, rows: usize) -> ColumnDims {
+        let n = rows as i64;
+        let s = self.pitch as i64;
+        let (ndim, shape, strides) = match self.kind {
+            ColumnKind::TableScalar => (0, [0; 3], [0; 3]),
+            ColumnKind::Column => (1, [n, 0, 0], [1, 0, 0]),
+            ColumnKind::Vector(k) => (2, [n, k as i64, 0], [1, s, 0]),
+            ColumnKind::Matrix { rows, cols, .. } => {
+                let (rs, cs) = matrix_strides(self.kind, s);
+                (3, [n, rows as i64, cols as i64], [1, rs, cs])
+            }
+        };
+        ColumnDims {
+            ndim,
+            shape,
+            strides,
+        }
+    }
 }
 
 /// The byte-exact layout of a table of `rows` rows (its capacity).

@@ -11,6 +11,9 @@ mod arrow_faces;
 mod arrow_faces_tests;
 #[cfg(all(test, feature = "arrow"))]
 mod arrow_tests;
+mod batches;
+#[cfg(test)]
+mod batches_tests;
 mod blocks;
 #[cfg(test)]
 mod blocks_tests;
@@ -23,6 +26,8 @@ mod foreign;
 mod foreign_tests;
 mod layout;
 mod schema;
+#[cfg(test)]
+mod schema_tests;
 mod structured;
 #[cfg(test)]
 mod structured_tests;
@@ -39,9 +44,10 @@ pub use arrow_faces::{
     cast_batch_to_requested, cast_to_requested, host_device_array, tensor_device_array,
     tensor_field, tensor_host_array, FromImport,
 };
+pub use batches::Batches;
 pub use blocks::{BlockLayout, BlocksLayout};
 pub use columns::ColumnTable;
-pub use layout::{ColumnLayout, Layout, SOA_DEFAULT_ALIGNMENT};
+pub use layout::{ColumnDims, ColumnLayout, Layout, SOA_DEFAULT_ALIGNMENT};
 pub use schema::{ColumnKind, ColumnSpec, ComponentOrder, Schema, SchemaBuilder};
 pub use table::SoaTable;
 /// A Rust struct with a structure-of-arrays form (see `#[derive(Soa)]` in zerohop-derive).

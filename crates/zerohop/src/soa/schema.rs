@@ -1,6 +1,7 @@
 //! What a table holds: named columns, each a table scalar, a per-row value, a fixed vector
 //! or a fixed matrix of one dtype.
 
+use std::collections::hash_map::{Entry, HashMap};
 use std::fmt;
 
 use crate::dtype::DType;
@@ -100,7 +101,7 @@ pub struct ColumnSpec {
 pub struct Schema {
     columns: Vec<ColumnSpec>,
     /// Column name → index, for O(1) lookups when mapping many columns.
-    by_name: std::collections::HashMap<String, usize, BuildNameHasher>,
+    by_name: HashMap<String, usize, BuildNameHasher>,
 }
 
 /// FNV-1a over a column name's bytes: a tensor map looks up every column of every event, and
@@ -176,43 +177,59 @@ impl Schema {
     /// Validates names (non-empty, unique), dtypes (whole bytes) and shapes (non-zero, each
     /// dimension and the components per row within a tensor dimension's `i64`).
     pub fn new(columns: Vec<ColumnSpec>) -> Result<Self> {
+        let mut schema = Schema {
+            columns: Vec::with_capacity(columns.len()),
+            by_name: HashMap::with_capacity_and_hasher(columns.len(), Default::default()),
+        };
+        for column in columns {
+            schema.push(column)?;
+        }
+        Ok(schema)
+    }
+
+    /// Appends `column` after the checks [`Schema::new`] makes, its name against those before
+    /// it; on error the schema is unchanged. For faces that add one column per call (the C
+    /// ABI), so a bad column is refused by the call that brings it.
+    pub fn push(&mut self, column: ColumnSpec) -> Result<()> {
         let bad = |name: &str, reason: String| Error::InvalidArgument {
             what: format!("column {name:?}"),
             reason,
         };
-        let mut by_name: std::collections::HashMap<String, usize, BuildNameHasher> =
-            std::collections::HashMap::with_capacity_and_hasher(columns.len(), Default::default());
-        for (i, c) in columns.iter().enumerate() {
-            if c.name.is_empty() {
-                return Err(bad("", format!("column {i} has an empty name")));
-            }
-            if !c.dtype.is_byte_addressable() || c.dtype.lanes != 1 {
+        let c = &column;
+        if c.name.is_empty() {
+            let i = self.columns.len();
+            return Err(bad("", format!("column {i} has an empty name")));
+        }
+        if !c.dtype.is_byte_addressable() || c.dtype.lanes != 1 {
+            return Err(bad(
+                &c.name,
+                format!("{} is not a whole-byte scalar type", c.dtype),
+            ));
+        }
+        match c.kind.checked_components() {
+            Some(0) => return Err(bad(&c.name, format!("{} has no components", c.kind))),
+            None => {
                 return Err(bad(
                     &c.name,
-                    format!("{} is not a whole-byte scalar type", c.dtype),
-                ));
+                    format!(
+                        "{} has more components per row than a tensor dimension holds ({})",
+                        c.kind,
+                        i64::MAX
+                    ),
+                ))
             }
-            match c.kind.checked_components() {
-                Some(0) => return Err(bad(&c.name, format!("{} has no components", c.kind))),
-                None => {
-                    return Err(bad(
-                        &c.name,
-                        format!(
-                            "{} has more components per row than a tensor dimension holds                              ({})",
-                            c.kind,
-                            i64::MAX
-                        ),
-                    ))
-                }
-                Some(_) => {}
-            }
-            // A hash set, not a scan of the names before it: a pickle or a C caller may bring
-            // hundreds of thousands of columns.
-            if by_name.insert(c.name.clone(), i).is_some() {
-                return Err(bad(&c.name, "the name is used twice".into()));
+            Some(_) => {}
+        }
+        // A hash map, not a scan of the names before it: a pickle or a C caller may bring
+        // hundreds of thousands of columns.
+        match self.by_name.entry(column.name.clone()) {
+            Entry::Occupied(_) => Err(bad(&column.name, "the name is used twice".into())),
+            Entry::Vacant(slot) => {
+                slot.insert(self.columns.len());
+                self.columns.push(column);
+                Ok(())
             }
         }
-        Ok(Schema { columns, by_name })
     }
 
     pub fn columns(&self) -> &[ColumnSpec] {

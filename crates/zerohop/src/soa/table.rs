@@ -307,22 +307,12 @@ impl SoaTable {
     pub fn column_view(&self, name: &str) -> Result<TensorView> {
         let index = self.schema.index_of(name)?;
         let col = self.layout.column(index);
-        let n = self.len as i64;
-        let s = col.pitch as i64;
-        let (shape, strides, ndim) = match col.kind {
-            ColumnKind::TableScalar => ([0; 3], [0; 3], 0),
-            ColumnKind::Column => ([n, 0, 0], [1, 0, 0], 1),
-            ColumnKind::Vector(k) => ([n, k as i64, 0], [1, s, 0], 2),
-            ColumnKind::Matrix { rows, cols, .. } => {
-                let (rs, cs) = matrix_strides(col.kind, s);
-                ([n, rows as i64, cols as i64], [1, rs, cs], 3)
-            }
-        };
+        let dims = col.dims(self.len);
         self.view_of(
             self.component_ptr(index, 0),
             col.dtype,
-            &shape[..ndim],
-            &strides[..ndim],
+            dims.shape(),
+            dims.strides(),
         )
     }
 

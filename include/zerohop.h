@@ -59,7 +59,8 @@ typedef struct zh_map zh_map;
 // resource alive while tables or other handles use it.
 typedef struct zh_resource zh_resource;
 
-// A schema under construction (opaque).
+// A schema under construction (opaque): every column added is checked by the core when it
+// is added, so a schema handle always holds a valid schema.
 typedef struct zh_schema zh_schema;
 
 // A table (opaque): an SoA table (one buffer, every column padded to the alignment) or a
@@ -77,6 +78,32 @@ typedef struct zh_tensors zh_tensors;
 // tensor of an event instead of one DLPack deleter each.
 typedef struct zh_tensor_view {
   // The first element (a device address for device tables).
+// Gives memory back to the program that allocated it: called once with the context the
+// program passed along with the memory.
+typedef void (*zh_release_fn)(void *ctx);
+
+// What a column is and where it lies: enough to address it without zerohop.
+typedef struct zh_column_info {
+  // Bytes from the table buffer's start (`zh_table_info.data`) to this view's first value
+  // of component 0.
+  uintptr_t offset;
+  // Elements from one component to the next (each padded to the alignment).
+  uintptr_t pitch;
+  // 0: table scalar, 1: column, 2: vector, 3: matrix.
+  int32_t kind;
+  // Values per row (1, K or R·C).
+  uintptr_t components;
+  // The tensor `zh_table_column` exports: `ndim` sizes and strides in elements (a scalar
+  // is 0-d; a column (n); a vector (n, K); a matrix (n, R, C) in its component order).
+  int32_t ndim;
+  int64_t shape[3];
+  int64_t strides[3];
+  // DLPack's DLDataType.
+  uint8_t dtype_code;
+  uint8_t dtype_bits;
+  uint16_t dtype_lanes;
+} zh_column_info;
+
   void *data;
   int32_t ndim;
   // `ndim` sizes and strides (in elements), valid while the `zh_tensors` handle lives.
@@ -112,32 +139,6 @@ typedef struct zh_statistics {
   uint64_t failed_count;
 } zh_statistics;
 
-// What a column is and where it lies: enough to address it without zerohop.
-typedef struct zh_column_info {
-  // Bytes from the table buffer's start (`zh_table_info.data`) to this view's first value
-  // of component 0.
-  uintptr_t offset;
-  // Elements from one component to the next (each padded to the alignment).
-  uintptr_t pitch;
-  // 0: table scalar, 1: column, 2: vector, 3: matrix.
-  int32_t kind;
-  // Values per row (1, K or R·C).
-  uintptr_t components;
-  // The tensor `zh_table_column` exports: `ndim` sizes and strides in elements (a scalar
-  // is 0-d; a column (n); a vector (n, K); a matrix (n, R, C) in its component order).
-  int32_t ndim;
-  int64_t shape[3];
-  int64_t strides[3];
-  // DLPack's DLDataType.
-  uint8_t dtype_code;
-  uint8_t dtype_bits;
-  uint16_t dtype_lanes;
-} zh_column_info;
-
-// Gives memory back to the program that allocated it: called once with the context the
-// program passed along with the memory.
-typedef void (*zh_release_fn)(void *ctx);
-
 // What a table is: sizes, where its buffer lives.
 typedef struct zh_table_info {
   uintptr_t rows;
@@ -169,6 +170,25 @@ uint32_t zh_dlpack_version(void);
 // elements) gets block k's byte offset and `*total_bytes` the bytes the buffer needs. Column
 // offsets inside a block are those `zh_table_column_info` gives for its table. Refused, naming
 // the block: n = 0, a NULL schema, a bad alignment, sizes that overflow.
+// How many batches of `batch_rows` rows cover `table` in `*count`: rows / batch_rows
+// rounded up (0 for a table without rows). `batch_rows` 0 is ZH_INVALID_ARGUMENT.
+//
+// # Safety
+// `table` a live handle or NULL; `count` writable or NULL.
+enum zh_status zh_table_batch_count(const struct zh_table *table, uintptr_t batch_rows, uintptr_t *count);
+
+// Batch `index` of `batch_rows` rows as a table of its own in `*out` (free it with
+// `zh_table_free`): rows `index * batch_rows` up to `(index + 1) * batch_rows` or the
+// table's end, whichever comes first, so the last batch may be short. Like `zh_table_rows`,
+// it shares the table's memory and stream; a batch starting at a row where the columns are
+// not aligned is still exactly its rows (its tensors keep the table's strides, their starts
+// as `zh_table_column_info` says). `batch_rows` 0 and an index at or past
+// `zh_table_batch_count` are ZH_INVALID_ARGUMENT, whatever their product would be.
+//
+// # Safety
+// `table` a live handle or NULL; `out` writable or NULL.
+enum zh_status zh_table_batch(const struct zh_table *table, uintptr_t batch_rows, uintptr_t index, struct zh_table **out);
+
 //
 // # Safety
 // `schemas` and `rows` point to `n` elements each, every schema a live handle; `offsets` NULL
@@ -197,6 +217,25 @@ enum zh_status zh_blocks_wrap(const struct zh_schema *const *schemas, const uint
 //
 // # Safety
 // `spec` must be NUL-terminated or NULL; `out` writable or NULL.
+// The bytes a table of `rows` rows of `schema` takes at `alignment` (0: 128) in `*bytes`:
+// what `zh_table_new` allocates and `zh_table_wrap` needs at least, padding included (a
+// multiple of the alignment, so `aligned_alloc(alignment, *bytes)` takes it as it is). An
+// alignment that is not a power of two or is below the widest element, or a size beyond the
+// address space, is ZH_INVALID_ARGUMENT.
+//
+// # Safety
+// `schema` a live handle or NULL; `bytes` writable or NULL.
+enum zh_status zh_schema_layout(const struct zh_schema *schema, uintptr_t rows, uintptr_t alignment, uintptr_t *bytes);
+
+// Column `index` (in the order the columns were added) of that layout in `*out`: the
+// `zh_column_info` that `zh_table_column_info` gives for the same column of a table of
+// `rows` rows made or wrapped with this schema and alignment. An index past the last column
+// is ZH_NOT_FOUND.
+//
+// # Safety
+// `schema` a live handle or NULL; `out` writable or NULL.
+enum zh_status zh_schema_column_layout(const struct zh_schema *schema, uintptr_t rows, uintptr_t alignment, uintptr_t index, struct zh_column_info *out);
+
 enum zh_status zh_map_new(const char *spec, uint32_t flags, struct zh_map **out);
 
 // Frees a map (NULL: nothing); tensors made with it live on.

@@ -22,7 +22,9 @@
 
 #![allow(non_camel_case_types)]
 
+mod batches;
 mod blocks;
+mod layout;
 mod map;
 mod resource;
 mod rows;
@@ -30,8 +32,11 @@ mod schema;
 mod status;
 mod stream;
 mod table;
+mod wording;
 
+pub use batches::*;
 pub use blocks::*;
+pub use layout::*;
 pub use map::*;
 pub use resource::*;
 pub use rows::*;

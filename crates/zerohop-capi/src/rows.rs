@@ -3,7 +3,7 @@
 
 use std::ffi::c_char;
 
-use zerohop::soa::ColumnKind;
+use zerohop::soa::{ColumnKind, ColumnLayout};
 
 use crate::status::{give, guard, handle, out_param, text, zh_status, Outcome};
 use crate::table::zh_table;
@@ -85,28 +85,33 @@ pub unsafe extern "C" fn zh_table_column_info(
 }
 
 fn describe(t: &zerohop::soa::SoaTable, name: &str) -> Outcome<zh_column_info> {
+    let column = t.layout().column(t.schema().index_of(name)?);
     let view = t.column_view(name)?;
-    let layout = t.layout().column(t.schema().index_of(name)?);
-    let mut shape = [0; 3];
-    let mut strides = [0; 3];
-    shape[..view.ndim()].copy_from_slice(view.shape());
-    strides[..view.ndim()].copy_from_slice(view.strides());
-    let dtype = view.dtype();
-    Ok(zh_column_info {
-        offset: view.data_ptr() as usize - t.buffer().as_ptr() as usize,
-        pitch: layout.pitch,
-        kind: match layout.kind {
+    // The view's start, not the layout's: a row window begins further in.
+    let offset = view.data_ptr() as usize - t.buffer().as_ptr() as usize;
+    Ok(column_info(column, t.len(), offset))
+}
+
+/// `column` over `rows` rows, its component 0 at `offset`: the one description of a column
+/// for a table (`zh_table_column_info`) and for a layout before any buffer exists
+/// (`zh_schema_column_layout`).
+pub(crate) fn column_info(column: &ColumnLayout, rows: usize, offset: usize) -> zh_column_info {
+    let dims = column.dims(rows);
+    zh_column_info {
+        offset,
+        pitch: column.pitch,
+        kind: match column.kind {
             ColumnKind::TableScalar => 0,
             ColumnKind::Column => 1,
             ColumnKind::Vector(_) => 2,
             ColumnKind::Matrix { .. } => 3,
         },
-        components: layout.kind.components(),
-        ndim: view.ndim() as i32,
-        shape,
-        strides,
-        dtype_code: dtype.code as u8,
-        dtype_bits: dtype.bits,
-        dtype_lanes: dtype.lanes,
-    })
+        components: column.kind.components(),
+        ndim: dims.ndim as i32,
+        shape: dims.shape,
+        strides: dims.strides,
+        dtype_code: column.dtype.code as u8,
+        dtype_bits: column.dtype.bits,
+        dtype_lanes: column.dtype.lanes,
+    }
 }

@@ -9,9 +9,10 @@ use crate::status::{
     give, guard, guarded, handle, handle_mut, out_param, release, text, zh_status, Failure, Outcome,
 };
 
-/// A schema under construction (opaque).
+/// A schema under construction (opaque): every column added is checked by the core when it
+/// is added, so a schema handle always holds a valid schema.
 pub struct zh_schema {
-    pub(crate) columns: Vec<ColumnSpec>,
+    pub(crate) schema: Schema,
 }
 
 /// How the R×C components of a matrix column are stored.
@@ -26,7 +27,7 @@ pub enum zh_order {
 
 impl zh_schema {
     pub(crate) fn build(&self) -> Outcome<Schema> {
-        Ok(Schema::new(self.columns.clone())?)
+        Ok(self.schema.clone())
     }
 }
 
@@ -41,7 +42,7 @@ pub unsafe extern "C" fn zh_schema_new(out: *mut *mut zh_schema) -> zh_status {
         give(
             out,
             zh_schema {
-                columns: Vec::new(),
+                schema: Schema::default(),
             },
         );
         Ok(())
@@ -59,7 +60,8 @@ pub unsafe extern "C" fn zh_schema_free(schema: *mut zh_schema) {
     unsafe { release(schema) }
 }
 
-/// Adds a column. Checks the name and dtype now; duplicates are reported when a table is made.
+/// Adds a column, checked now by the core (a name used before, an empty one, a dtype or
+/// shape no tensor holds: ZH_INVALID_ARGUMENT naming the column, the schema unchanged).
 ///
 /// # Safety
 /// `schema` must be a live handle (or NULL, an error); `name`, `dtype` NUL-terminated.
@@ -76,16 +78,13 @@ unsafe fn add(
         let name = unsafe { text(name, "column name") }?;
         // SAFETY: as above.
         let dtype_name = unsafe { text(dtype, "dtype") }?;
-        if name.is_empty() {
-            return Err(Failure::invalid("column name is empty"));
-        }
         let dtype = DType::from_name(dtype_name)
             .map_err(|e| Failure::invalid(format!("column {name:?}: {e}")))?;
-        schema.columns.push(ColumnSpec {
+        schema.schema.push(ColumnSpec {
             name: name.to_owned(),
             dtype,
             kind,
-        });
+        })?;
         Ok(())
     })
 }
@@ -188,5 +187,6 @@ pub unsafe extern "C" fn zh_schema_add_matrix(
 #[no_mangle]
 pub unsafe extern "C" fn zh_schema_len(schema: *const zh_schema) -> usize {
     // SAFETY: per the contract.
-    guarded(|| Ok(unsafe { handle(schema, "schema") }.map_or(0, |s| s.columns.len()))).unwrap_or(0)
+    guarded(|| Ok(unsafe { handle(schema, "schema") }.map_or(0, |s| s.schema.columns().len())))
+        .unwrap_or(0)
 }

@@ -87,7 +87,7 @@ impl From<zerohop::Error> for Failure {
         };
         Failure {
             status,
-            message: err.to_string(),
+            message: crate::wording::in_c_terms(err.to_string()),
         }
     }
 }

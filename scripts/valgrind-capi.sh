@@ -14,11 +14,15 @@ if ! command -v valgrind >/dev/null; then
   echo "################################################################"
   exit 0
 fi
-echo "valgrind memcheck: the C smoke test (errors and leaks fatal)"
+echo "valgrind memcheck: the C smoke test and layout example (errors and leaks fatal)"
 valgrind --tool=memcheck --leak-check=full --errors-for-leak-kinds=definite,indirect \
   --error-exitcode=99 -q "$OUT/smoke" > /dev/null
 smoke=$?
 [ $smoke -eq 0 ] || echo "valgrind: the C smoke test has memory errors or leaks (exit $smoke)"
+valgrind --tool=memcheck --leak-check=full --errors-for-leak-kinds=definite,indirect \
+  --error-exitcode=99 -q "$OUT/layout" 1000 7 > /dev/null
+layout=$?
+[ $layout -eq 0 ] || echo "valgrind: the C layout example has memory errors or leaks (exit $layout)"
 valgrind --tool=memcheck --leak-check=full --errors-for-leak-kinds=definite,indirect \
   --error-exitcode=99 -q "$OUT/blocks" > /dev/null
 blocks=$?
@@ -31,4 +35,4 @@ example=$?
 [ $example -eq 0 ] || echo "the libtorch example failed under valgrind (exit $example)"
 python3 scripts/valgrind-verdict.py "$LOG" "libtorch example"
 verdict=$?
-exit $(( smoke != 0 || blocks != 0 || example != 0 || verdict != 0 ))
+exit $(( smoke != 0 || layout != 0 || blocks != 0 || example != 0 || verdict != 0 ))

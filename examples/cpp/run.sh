@@ -53,6 +53,9 @@ if [[ -z ${ZEROHOP_PREBUILT:-} ]]; then
   echo "== C smoke test (gcc -std=c11, header and library through pkg-config, rpath included)"
   gcc -std=c11 -Wall -Wextra -Werror -isystem "$TORCH/include" "$ROOT/examples/c/smoke.c" \
     "${ZH_FLAGS[@]}" -o "$OUT/smoke"
+  echo "== C layout and batches example (sizes its own buffer, wraps it, walks it in batches)"
+  gcc -std=c11 -Wall -Wextra -Werror "$ROOT/examples/c/layout.c" "${ZH_FLAGS[@]}" \
+    -o "$OUT/layout"
   echo "== C blocks example (several layouts in one buffer: zh_blocks_wrap)"
   gcc -std=c11 -Wall -Wextra -Werror "$ROOT/examples/c/blocks.c" "${ZH_FLAGS[@]}" \
     -o "$OUT/blocks"
@@ -113,6 +116,7 @@ if [[ $DEVICE == bench ]]; then # examples/cpp/run.sh bench [ROWS]: the 64-colum
 fi
 
 "$OUT/smoke"
+"$OUT/layout" 1000 7
 "$OUT/blocks"
 [[ -x $OUT/cmake-consumer/consumer ]] && "$OUT/cmake-consumer/consumer"
 "$OUT/soa_inference" "$OUT/track_scorer.pt" "$DEVICE" "$ROWS"

@@ -23,6 +23,12 @@ typedef struct DLManagedTensorVersioned DLManagedTensorVersioned;
 // `zh_tensors_copied`) instead of failing.
 #define ZH_MAP_ALLOW_COPY 2
 
+// Const inputs shared without a copy, checked afterwards: the tensors are read-only views of
+// the table (as with ZH_MAP_READONLY, which libtorch ignores), the bytes of every column they
+// show are fingerprinted when the map is applied, and `zh_tensors_verify_unwritten` says
+// after the model ran whether any was written, naming the column.
+#define ZH_MAP_GUARD_CONST 4
+
 // What a call came to. `ZH_OK` is 0; everything else has a message in `zh_last_error()`.
 typedef enum zh_status {
   ZH_OK = 0,
@@ -212,7 +218,8 @@ enum zh_status zh_blocks_layout(const struct zh_schema *const *schemas, const ui
 enum zh_status zh_blocks_wrap(const struct zh_schema *const *schemas, const uintptr_t *rows, uintptr_t n, uintptr_t alignment, void *data, uintptr_t bytes, int32_t device, zh_release_fn release, void *ctx, struct zh_table **tables);
 
 // Parses `spec` ("name: col, col; name2: col", see `zh_table_map`) once, with `flags` (0 or
-// an OR of `ZH_MAP_READONLY` and `ZH_MAP_ALLOW_COPY`), for `zh_map_apply` on many tables.
+// an OR of `ZH_MAP_READONLY`, `ZH_MAP_ALLOW_COPY` and `ZH_MAP_GUARD_CONST`), for
+// `zh_map_apply` on many tables.
 // Free with `zh_map_free`.
 //
 // # Safety
@@ -254,7 +261,8 @@ enum zh_status zh_map_apply(const struct zh_map *map, const struct zh_table *tab
 // Maps `table` by `spec` into `*out`: `zh_map_new` and `zh_map_apply` in one call. The spec
 // is groups separated by ';', each "name: column, column" (one tensor of those columns) or a
 // bare column (a tensor of its own name), in output order; `flags` is 0 or an OR of
-// `ZH_MAP_READONLY` and `ZH_MAP_ALLOW_COPY`. Free with `zh_tensors_free`.
+// `ZH_MAP_READONLY`, `ZH_MAP_ALLOW_COPY` and `ZH_MAP_GUARD_CONST`. Free with
+// `zh_tensors_free`.
 //
 // Shapes and strides (in elements) of a group of k columns over n rows, S the pitch of a
 // component and D the distance between the group's consecutive columns (`zh_table_column_info`):
@@ -314,6 +322,19 @@ enum zh_status zh_tensors_export(const struct zh_tensors *tensors, uintptr_t ind
 // # Safety
 // `tensors` must be a live handle or NULL; `out` writable or NULL.
 enum zh_status zh_tensors_view(const struct zh_tensors *tensors, uintptr_t index, struct zh_tensor_view *out);
+
+// Whether the columns behind `tensors` (mapped with `ZH_MAP_GUARD_CONST`) are still as they
+// were when mapped: ZH_OK, or ZH_READ_ONLY with a message naming the first column written and
+// listing every other. Call it after the consumer (the model) ran. `stream`: for a device
+// table, the stream the consumer's work was queued on (DLPack's numbering; the fingerprint
+// runs there and the host waits for it); 0 for a host table, which nothing may write during
+// the call. Tensors the map copied (`zh_tensors_copied`) are not the table's memory and are
+// not checked. ZH_INVALID_ARGUMENT when the map had no `ZH_MAP_GUARD_CONST`.
+//
+// # Safety
+// `tensors` must be a live handle or NULL; a stream other than 0, 1 and 2 a live stream of
+// the table's device.
+enum zh_status zh_tensors_verify_unwritten(const struct zh_tensors *tensors, uintptr_t stream);
 
 // Host memory from the system allocator (the default host resource).
 //

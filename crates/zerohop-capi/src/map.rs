@@ -6,7 +6,9 @@ use std::sync::Arc;
 
 use zerohop::dlpack::ffi::DLManagedTensorVersioned;
 use zerohop::dlpack::{export_versioned, ExportOptions};
+use zerohop::guard::WriteGuard;
 use zerohop::soa::{MapOptions, MappedTensor, TensorMap};
+use zerohop::{DeviceKind, Stream};
 
 use crate::status::{
     give, guard, guarded, handle, out_param, release, text, zh_status, Failure, Outcome,
@@ -18,12 +20,18 @@ pub const ZH_MAP_READONLY: u32 = 1;
 /// Allow a copy for a group whose columns strides cannot describe (reported per tensor by
 /// `zh_tensors_copied`) instead of failing.
 pub const ZH_MAP_ALLOW_COPY: u32 = 2;
+/// Const inputs shared without a copy, checked afterwards: the tensors are read-only views of
+/// the table (as with ZH_MAP_READONLY, which libtorch ignores), the bytes of every column they
+/// show are fingerprinted when the map is applied, and `zh_tensors_verify_unwritten` says
+/// after the model ran whether any was written, naming the column.
+pub const ZH_MAP_GUARD_CONST: u32 = 4;
 
 /// A parsed spec with its flags (opaque): made once, applied to every table (event) with
 /// `zh_map_apply`, so the per-event cost is the views alone.
 pub struct zh_map {
     map: TensorMap,
     options: MapOptions,
+    guard_const: bool,
     names: Arc<[CString]>,
 }
 
@@ -31,6 +39,8 @@ pub struct zh_map {
 pub struct zh_tensors {
     tensors: Vec<MappedTensor>,
     names: Arc<[CString]>,
+    /// The fingerprints taken when mapped with ZH_MAP_GUARD_CONST.
+    guard: Option<WriteGuard>,
 }
 
 /// Tensor `index` of a `zh_tensors`, described without making an owner (see
@@ -74,7 +84,7 @@ impl zh_tensors {
 fn compile(spec: *const c_char, flags: u32) -> Outcome<zh_map> {
     // SAFETY: the callers' contracts: NUL-terminated or NULL.
     let spec = unsafe { text(spec, "spec") }?;
-    if flags & !(ZH_MAP_READONLY | ZH_MAP_ALLOW_COPY) != 0 {
+    if flags & !(ZH_MAP_READONLY | ZH_MAP_ALLOW_COPY | ZH_MAP_GUARD_CONST) != 0 {
         return Err(Failure::invalid(format!(
             "flags {flags:#x} has unknown bits"
         )));
@@ -88,25 +98,33 @@ fn compile(spec: *const c_char, flags: u32) -> Outcome<zh_map> {
     Ok(zh_map {
         map,
         options: MapOptions {
-            readonly: flags & ZH_MAP_READONLY != 0,
+            readonly: flags & (ZH_MAP_READONLY | ZH_MAP_GUARD_CONST) != 0,
             allow_copy: flags & ZH_MAP_ALLOW_COPY != 0,
         },
+        guard_const: flags & ZH_MAP_GUARD_CONST != 0,
         names: names.into(),
     })
 }
 
 pub(crate) fn apply(map: &zh_map, table: &zh_table, out: *mut *mut zh_tensors) -> Outcome {
     let tensors = table.table.map(&map.map, map.options, None)?;
+    // On a device, fingerprinted on the stream the data is produced on.
+    let watch = map
+        .guard_const
+        .then(|| WriteGuard::over_mapped(&table.table, &tensors, Stream(table.stream)))
+        .transpose()?;
     let made = zh_tensors {
         tensors,
         names: map.names.clone(),
+        guard: watch,
     };
     give(out, made);
     Ok(())
 }
 
 /// Parses `spec` ("name: col, col; name2: col", see `zh_table_map`) once, with `flags` (0 or
-/// an OR of `ZH_MAP_READONLY` and `ZH_MAP_ALLOW_COPY`), for `zh_map_apply` on many tables.
+/// an OR of `ZH_MAP_READONLY`, `ZH_MAP_ALLOW_COPY` and `ZH_MAP_GUARD_CONST`), for
+/// `zh_map_apply` on many tables.
 /// Free with `zh_map_free`.
 ///
 /// # Safety
@@ -159,7 +177,8 @@ pub unsafe extern "C" fn zh_map_apply(
 /// Maps `table` by `spec` into `*out`: `zh_map_new` and `zh_map_apply` in one call. The spec
 /// is groups separated by ';', each "name: column, column" (one tensor of those columns) or a
 /// bare column (a tensor of its own name), in output order; `flags` is 0 or an OR of
-/// `ZH_MAP_READONLY` and `ZH_MAP_ALLOW_COPY`. Free with `zh_tensors_free`.
+/// `ZH_MAP_READONLY`, `ZH_MAP_ALLOW_COPY` and `ZH_MAP_GUARD_CONST`. Free with
+/// `zh_tensors_free`.
 ///
 /// Shapes and strides (in elements) of a group of k columns over n rows, S the pitch of a
 /// component and D the distance between the group's consecutive columns (`zh_table_column_info`):
@@ -311,5 +330,41 @@ pub unsafe extern "C" fn zh_tensors_view(
         // SAFETY: checked non-NULL above.
         unsafe { *out = described };
         Ok(())
+    })
+}
+
+/// Whether the columns behind `tensors` (mapped with `ZH_MAP_GUARD_CONST`) are still as they
+/// were when mapped: ZH_OK, or ZH_READ_ONLY with a message naming the first column written and
+/// listing every other. Call it after the consumer (the model) ran. `stream`: for a device
+/// table, the stream the consumer's work was queued on (DLPack's numbering; the fingerprint
+/// runs there and the host waits for it); 0 for a host table, which nothing may write during
+/// the call. Tensors the map copied (`zh_tensors_copied`) are not the table's memory and are
+/// not checked. ZH_INVALID_ARGUMENT when the map had no `ZH_MAP_GUARD_CONST`.
+///
+/// # Safety
+/// `tensors` must be a live handle or NULL; a stream other than 0, 1 and 2 a live stream of
+/// the table's device.
+#[no_mangle]
+pub unsafe extern "C" fn zh_tensors_verify_unwritten(
+    tensors: *const zh_tensors,
+    stream: usize,
+) -> zh_status {
+    guard(|| {
+        // SAFETY: per the contract.
+        let t = unsafe { handle(tensors, "tensors") }?;
+        let watch = t.guard.as_ref().ok_or_else(|| {
+            Failure::invalid("tensors were mapped without ZH_MAP_GUARD_CONST: nothing to verify")
+        })?;
+        let device = watch.device();
+        let stream = match device.kind {
+            DeviceKind::Cuda => Stream::cuda(stream)?,
+            DeviceKind::Cpu if stream != 0 => {
+                return Err(Failure::invalid(format!(
+                    "stream {stream}: the table is on {device}, which has no streams; pass 0"
+                )))
+            }
+            _ => Stream(stream),
+        };
+        Ok(watch.verify(stream)?)
     })
 }

@@ -81,6 +81,7 @@ fn entry_points() -> Vec<(&'static str, Returned, Call)> {
         call!(flag, zh_tensors_copied(null(), 0)),
         call!(Status, zh_tensors_export(null(), 0, null_mut())),
         call!(Status, zh_tensors_view(null(), 0, null_mut())),
+        call!(Status, zh_tensors_verify_unwritten(null(), 0)),
         call!(Status, zh_resource_system(null_mut())),
         call!(Status, zh_resource_cuda_device(0, null_mut())),
         call!(Status, zh_resource_pool(null(), 0, 0, null_mut())),

@@ -106,6 +106,11 @@ impl WriteGuard {
         self.names.iter().map(String::as_str)
     }
 
+    /// Where the guarded columns live.
+    pub fn device(&self) -> Device {
+        self.device
+    }
+
     /// The fingerprints taken when the guard was made, one per column.
     pub fn fingerprints(&self) -> &[Fingerprint] {
         &self.prints

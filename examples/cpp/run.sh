@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# Builds zerohop's C library, then the C smoke test and the C++ libtorch example against it
-# (through the pkg-config file it writes), and runs both. `make cpp-example` calls this.
+# Installs zerohop's C library into target/cpp-example/prefix (scripts/install.sh, what
+# `make install` runs), then builds the C smoke test and the C++ libtorch examples against that
+# prefix alone, through its pkg-config file, and runs them. `make cpp-example` calls this.
 #   examples/cpp/run.sh [cpu|cuda|bench] [ROWS]   PY=python with torch (default .venv/bin/python)
-# With ZEROHOP_CAPI_LIB=FILE it takes that prebuilt libzerohop_capi.so instead of running cargo
-# (the GPU machine has no cargo: gpu-check.sh carries the library and compiles the examples
-# there against that machine's own libtorch). ZEROHOP_PREBUILT=DIR skips every build.
+# With ZEROHOP_CAPI_LIB=FILE it installs that prebuilt libzerohop_capi.so instead of running
+# cargo (the GPU machine has no cargo: gpu-check.sh carries the library and compiles the
+# examples there against that machine's own libtorch). ZEROHOP_PREBUILT=DIR skips every build.
 # With ZH_CUDA_INCLUDE=DIR (the CUDA runtime's headers: examples/cpp/cuda-headers.sh) the example
 # also installs zerohop's pool as libtorch's CUDA allocator on "cuda" (torch_cuda_allocator.cpp).
 set -euo pipefail
@@ -15,30 +16,15 @@ PY=${PY:-$ROOT/.venv/bin/python}
 OUT=${ZEROHOP_PREBUILT:-$ROOT/target/cpp-example}
 
 if [[ -z ${ZEROHOP_PREBUILT:-} ]]; then
-  mkdir -p "$OUT/pkgconfig"
-  if [[ -n ${ZEROHOP_CAPI_LIB:-} ]]; then
-    cp "$ZEROHOP_CAPI_LIB" "$OUT/libzerohop_capi.so"
-  else
-    PROFILE=${PROFILE:-release}
-    cargo build -q -p zerohop-capi --profile "$PROFILE"
-    LIBDIR=$ROOT/target/$([[ $PROFILE == dev ]] && echo debug || echo "$PROFILE")
-    cp "$LIBDIR/libzerohop_capi.so" "$OUT/"
-  fi
-  # What a CMake or Make project outside this tree would use to find the library.
-  sed -e "s#@PREFIX@#$OUT#" -e "s#@INCLUDEDIR@#$ROOT/include#" \
-    "$ROOT/crates/zerohop-capi/zerohop.pc.in" > "$OUT/pkgconfig/zerohop.pc"
-  # And a CMake package config: find_package(zerohop) with CMAKE_PREFIX_PATH=$OUT.
-  mkdir -p "$OUT/cmake/zerohop"
-  VERSION=$(sed -n 's/^version = "\(.*\)"/\1/p' "$ROOT/Cargo.toml" | head -1)
-  sed -e "s#@LIBDIR@#$OUT#" -e "s#@INCLUDEDIR@#$ROOT/include#" \
-    "$ROOT/crates/zerohop-capi/zerohopConfig.cmake.in" > "$OUT/cmake/zerohop/zerohopConfig.cmake"
-  sed -e "s#@VERSION@#$VERSION#" "$ROOT/crates/zerohop-capi/zerohopConfigVersion.cmake.in" \
-    > "$OUT/cmake/zerohop/zerohopConfigVersion.cmake"
-  export PKG_CONFIG_PATH=$OUT/pkgconfig
+  PREFIX=$OUT/prefix
+  # A fresh prefix each time: a file left from an earlier install would hide a missing one.
+  rm -rf "$PREFIX"
+  bash "$ROOT/scripts/install.sh" "$PREFIX"
+  export PKG_CONFIG_PATH=$PREFIX/lib/pkgconfig
   if command -v pkg-config >/dev/null; then
     read -r -a ZH_FLAGS <<< "$(pkg-config --cflags --libs zerohop)"
   else # the same flags by hand (the GPU machine may lack pkg-config)
-    ZH_FLAGS=(-I"$ROOT/include" -L"$OUT" -Wl,-rpath,"$OUT" -lzerohop_capi)
+    ZH_FLAGS=(-I"$PREFIX/include" -L"$PREFIX/lib" -Wl,-rpath,"$PREFIX/lib" -lzerohop_capi)
   fi
   TORCH=$("$PY" -c 'import os, torch; print(os.path.dirname(torch.__file__))')
   TORCH_INC=(-isystem "$TORCH/include" -isystem "$TORCH/include/torch/csrc/api/include")
@@ -50,24 +36,15 @@ if [[ -z ${ZEROHOP_PREBUILT:-} ]]; then
       "$ROOT/examples/cpp/torch_cuda_allocator.cpp" -ltorch_cuda -lc10_cuda)
   fi
 
-  echo "== C smoke test (gcc -std=c11, header and library through pkg-config, rpath included)"
+  echo "== C smoke test (gcc -std=c11, header and library from the prefix through pkg-config)"
   gcc -std=c11 -Wall -Wextra -Werror -isystem "$TORCH/include" "$ROOT/examples/c/smoke.c" \
     "${ZH_FLAGS[@]}" -o "$OUT/smoke"
-  echo "== C layout and batches example (sizes its own buffer, wraps it, walks it in batches)"
-  gcc -std=c11 -Wall -Wextra -Werror "$ROOT/examples/c/layout.c" "${ZH_FLAGS[@]}" \
-    -o "$OUT/layout"
   echo "== C blocks example (several layouts in one buffer: zh_blocks_wrap)"
   gcc -std=c11 -Wall -Wextra -Werror "$ROOT/examples/c/blocks.c" "${ZH_FLAGS[@]}" \
     -o "$OUT/blocks"
-  if command -v cmake >/dev/null; then
-    echo "== a CMake project outside the tree: find_package(zerohop)"
-    cmake -S "$ROOT/examples/cmake" -B "$OUT/cmake-consumer" -DCMAKE_PREFIX_PATH="$OUT/cmake" \
-      > "$OUT/cmake-consumer.log" 2>&1 \
-      && cmake --build "$OUT/cmake-consumer" >> "$OUT/cmake-consumer.log" 2>&1 \
-      || { cat "$OUT/cmake-consumer.log"; echo "the CMake consumer did not build"; exit 1; }
-  else
-    echo "== (no cmake: the find_package(zerohop) check is skipped)"
-  fi
+  echo "== C layout and batches example (sizes its own buffer, wraps it, walks it in batches)"
+  gcc -std=c11 -Wall -Wextra -Werror "$ROOT/examples/c/layout.c" "${ZH_FLAGS[@]}" \
+    -o "$OUT/layout"
   echo "== C++ example (libtorch from the venv's torch)"
   if [[ -n ${ZH_CUDA_INCLUDE:-} ]]; then
     echo "   with libtorch's CUDA allocator hook (CUDA headers: $ZH_CUDA_INCLUDE)"
@@ -76,7 +53,7 @@ if [[ -z ${ZEROHOP_PREBUILT:-} ]]; then
   fi
   # The libtorch examples compile side by side (each g++ is one process, a minute of CPU).
   g++ -std=c++20 -O1 -Wall -Werror "${TORCH_INC[@]}" "$ROOT/examples/cpp/soa_inference.cpp" \
-    "${ALLOCATOR[@]}" "${ZH_FLAGS[@]}" -Wl,-rpath,"$OUT" "${TORCH_LIB[@]}" \
+    "${ALLOCATOR[@]}" "${ZH_FLAGS[@]}" "${TORCH_LIB[@]}" \
     -o "$OUT/soa_inference" &
   SOA_BUILD=$!
   # The CMS flow over buffers the program allocates itself (cms_wrap.cpp): on "cuda" with
@@ -94,7 +71,7 @@ print(sorted(found)[-1] if found else "")')
   fi
   echo "== C++ CMS example over the program's own buffers${CMS_CUDA:+ (with cudaMalloc)}"
   g++ -std=c++20 -O1 -Wall -Werror "${TORCH_INC[@]}" "$ROOT/examples/cpp/cms_wrap.cpp" \
-    "${CMS_CUDA[@]}" "${ZH_FLAGS[@]}" -Wl,-rpath,"$OUT" "${TORCH_LIB[@]}" -o "$OUT/cms_wrap"
+    "${CMS_CUDA[@]}" "${ZH_FLAGS[@]}" "${TORCH_LIB[@]}" -o "$OUT/cms_wrap"
   wait "$SOA_BUILD" || { echo "soa_inference.cpp did not compile"; exit 1; }
   # The same model as an AOTInductor package for the CMS example's table (its rows fix the
   # pitch the package is exported for): on the CPU always, on "cuda" with ZH_AOTI=1 (a minute
@@ -107,7 +84,7 @@ print(sorted(found)[-1] if found else "")')
   "$PY" "$ROOT/examples/cpp/make_model.py" "$OUT/track_scorer.pt" "${AOTI_ARGS[@]}"
   if [[ $DEVICE == bench ]]; then
     g++ -std=c++20 -O2 -Wall -Werror "${TORCH_INC[@]}" "$ROOT/examples/cpp/map_bench.cpp" \
-      "${ZH_FLAGS[@]}" -Wl,-rpath,"$OUT" "${TORCH_LIB[@]}" -o "$OUT/map_bench"
+      "${ZH_FLAGS[@]}" "${TORCH_LIB[@]}" -o "$OUT/map_bench"
   fi
 fi
 
@@ -116,9 +93,8 @@ if [[ $DEVICE == bench ]]; then # examples/cpp/run.sh bench [ROWS]: the 64-colum
 fi
 
 "$OUT/smoke"
-"$OUT/layout" 1000 7
 "$OUT/blocks"
-[[ -x $OUT/cmake-consumer/consumer ]] && "$OUT/cmake-consumer/consumer"
+"$OUT/layout" 1000 7
 "$OUT/soa_inference" "$OUT/track_scorer.pt" "$DEVICE" "$ROWS"
 PACKAGE=()
 [[ -f $OUT/track_scorer.pt2 && -n ${AOTI_ARGS[*]:-} ]] && PACKAGE=("$OUT/track_scorer.pt2")

@@ -13,6 +13,7 @@
 // passes.
 
 #include <ATen/DLConvertor.h>
+#include <torch/jit.h>
 #include <torch/script.h>
 
 #include <cstdio>
@@ -144,6 +145,33 @@ int main(int argc, char** argv) {
   torch::NoGradGuard no_grad;
   const at::Tensor scores = model.forward(inputs).toTensor();
   check(scores.device() == torch_device, "the model ran on " + device);
+
+  // Const inputs without a copy (ZH_MAP_GUARD_CONST): fingerprinted when mapped, checked
+  // after the model. The scorer only reads; a TorchScript function that writes into its input
+  // (libtorch lets it: pytorch#97856) is caught after it ran, and the column named.
+  {
+    zh_tensors* guarded = nullptr;
+    must(zh_table_map(table, "kin: pt, eta, phi; position; covariance", ZH_MAP_GUARD_CONST,
+                      &guarded),
+         "zh_table_map(ZH_MAP_GUARD_CONST)");
+    std::vector<at::Tensor> views;
+    zerohop_torch::append_tensors(table, guarded, views);
+    const uintptr_t stream = on_cuda ? 1 : 0;  // libtorch's default stream: the legacy one
+    model.forward(std::vector<torch::jit::IValue>(views.begin(), views.end()));
+    check(zh_tensors_verify_unwritten(guarded, stream) == ZH_OK,
+          "a model that only reads its const inputs passes the guard");
+    const float kept = views[0][3][1].item<float>();
+    auto writer = torch::jit::compile("def forward(kin):\n    kin[3, 1] += 1.0\n    return kin\n");
+    writer->run_method("forward", views[0]);
+    const zh_status caught = zh_tensors_verify_unwritten(guarded, stream);
+    check(caught == ZH_READ_ONLY &&
+              std::string(zh_last_error()).find("column \"eta\" was written") != std::string::npos,
+          std::string("a TorchScript function writing its const input is caught: ") +
+              zh_last_error());
+    views[0][3][1].fill_(kept);
+    check(zh_tensors_verify_unwritten(guarded, stream) == ZH_OK, "put back, the guard passes");
+    zh_tensors_free(guarded);
+  }
 
   // The scores land in the table's output column (validated: dtype, shape, device).
   must(zh_table_write_column(table, "score", at::toDLPackVersioned(scores)), "zh_table_write_column");

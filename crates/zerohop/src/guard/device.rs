@@ -24,7 +24,7 @@ const MAX_GRID_Y: usize = 65_535;
 static LOADED: Mutex<Vec<(i32, usize)>> = Mutex::new(Vec::new());
 
 fn kernel(device: i32) -> Result<sys::CUfunction> {
-    let mut loaded = LOADED.lock().unwrap_or_else(|p| p.into_inner());
+    let mut loaded = lock(&LOADED);
     if let Some(&(_, f)) = loaded.iter().find(|(d, _)| *d == device) {
         return Ok(f as sys::CUfunction);
     }
@@ -62,16 +62,38 @@ pub(super) fn fingerprints(
     bind(device)?;
     let f = kernel(device)?;
     let cu = stream_handle(stream);
-    let result_bytes = columns * 16;
-    let table_bytes = ranges.len() * 48;
-    // SAFETY: stream-ordered allocation on a stream the caller vouches for; freed below on
-    // the same stream whatever happens in between.
-    let block = unsafe { result::malloc_async(cu, result_bytes + table_bytes) }
-        .map_err(|e| driver_error("guard scratch", e))?;
+    let (block, size) = scratch(device, columns * 16 + ranges.len() * 48)?;
     let outcome = run(f, cu, block, ranges, &mut prints);
-    // SAFETY: allocated above on this stream; nothing uses it after the run's last copy.
-    let freed = unsafe { result::free_async(block, cu) }.map_err(|e| driver_error("guard free", e));
-    outcome.and(freed).map(|()| prints)
+    // Back for the next guard once the stream is done with it (`run` waited for it); after a
+    // failure the context is suspect, and the block is let go rather than reused.
+    if outcome.is_ok() {
+        lock(&SCRATCH).push((device, block, size));
+    }
+    outcome.map(|()| prints)
+}
+
+/// Device blocks for the range table and the results, kept for reuse: an allocation (and,
+/// from a stream-ordered pool that gives memory back at every synchronisation, a mapping)
+/// per fingerprint cost more than the fingerprint of a whole event.
+static SCRATCH: Mutex<Vec<(i32, sys::CUdeviceptr, usize)>> = Mutex::new(Vec::new());
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// A block of at least `bytes` on `device` (whose context is current): a kept one, or new.
+fn scratch(device: i32, bytes: usize) -> Result<(sys::CUdeviceptr, usize)> {
+    let mut kept = lock(&SCRATCH);
+    if let Some(i) = kept.iter().position(|&(d, _, n)| d == device && n >= bytes) {
+        let (_, block, size) = kept.swap_remove(i);
+        return Ok((block, size));
+    }
+    drop(kept);
+    let size = bytes.next_power_of_two().max(4096);
+    // SAFETY: a plain allocation in the current context, kept for the process.
+    let block =
+        unsafe { result::malloc_sync(size) }.map_err(|e| driver_error("guard scratch", e))?;
+    Ok((block, size))
 }
 
 fn run(

@@ -78,12 +78,6 @@ typedef struct zh_table zh_table;
 // The tensors of one map applied to one table (opaque).
 typedef struct zh_tensors zh_tensors;
 
-// Tensor `index` of a `zh_tensors`, described without making an owner (see
-// `zh_tensors_view`): what a framework needs to build its own view over memory it already
-// holds, e.g. one libtorch storage for the whole table (`zh_table_export`) shared by every
-// tensor of an event instead of one DLPack deleter each.
-typedef struct zh_tensor_view {
-  // The first element (a device address for device tables).
 // Gives memory back to the program that allocated it: called once with the context the
 // program passed along with the memory.
 typedef void (*zh_release_fn)(void *ctx);
@@ -110,6 +104,12 @@ typedef struct zh_column_info {
   uint16_t dtype_lanes;
 } zh_column_info;
 
+// Tensor `index` of a `zh_tensors`, described without making an owner (see
+// `zh_tensors_view`): what a framework needs to build its own view over memory it already
+// holds, e.g. one libtorch storage for the whole table (`zh_table_export`) shared by every
+// tensor of an event instead of one DLPack deleter each.
+typedef struct zh_tensor_view {
+  // The first element (a device address for device tables).
   void *data;
   int32_t ndim;
   // `ndim` sizes and strides (in elements), valid while the `zh_tensors` handle lives.
@@ -170,12 +170,6 @@ const char *zh_version(void);
 // The DLPack version of the tensors this library exports: major * 100 + minor (103).
 uint32_t zh_dlpack_version(void);
 
-// Where `n` blocks lie in one buffer: block k has `schemas[k]`'s columns and `rows[k]` rows,
-// laid out by the CMS SoA rules at `alignment` (0: 128), the blocks one after another, each
-// starting on an `alignment` boundary. `offsets[k]` (when `offsets` is not NULL: n writable
-// elements) gets block k's byte offset and `*total_bytes` the bytes the buffer needs. Column
-// offsets inside a block are those `zh_table_column_info` gives for its table. Refused, naming
-// the block: n = 0, a NULL schema, a bad alignment, sizes that overflow.
 // How many batches of `batch_rows` rows cover `table` in `*count`: rows / batch_rows
 // rounded up (0 for a table without rows). `batch_rows` 0 is ZH_INVALID_ARGUMENT.
 //
@@ -195,6 +189,12 @@ enum zh_status zh_table_batch_count(const struct zh_table *table, uintptr_t batc
 // `table` a live handle or NULL; `out` writable or NULL.
 enum zh_status zh_table_batch(const struct zh_table *table, uintptr_t batch_rows, uintptr_t index, struct zh_table **out);
 
+// Where `n` blocks lie in one buffer: block k has `schemas[k]`'s columns and `rows[k]` rows,
+// laid out by the CMS SoA rules at `alignment` (0: 128), the blocks one after another, each
+// starting on an `alignment` boundary. `offsets[k]` (when `offsets` is not NULL: n writable
+// elements) gets block k's byte offset and `*total_bytes` the bytes the buffer needs. Column
+// offsets inside a block are those `zh_table_column_info` gives for its table. Refused, naming
+// the block: n = 0, a NULL schema, a bad alignment, sizes that overflow.
 //
 // # Safety
 // `schemas` and `rows` point to `n` elements each, every schema a live handle; `offsets` NULL
@@ -217,13 +217,6 @@ enum zh_status zh_blocks_layout(const struct zh_schema *const *schemas, const ui
 // `release(ctx)` safe to call from any thread; `tables` NULL or `n` writable elements.
 enum zh_status zh_blocks_wrap(const struct zh_schema *const *schemas, const uintptr_t *rows, uintptr_t n, uintptr_t alignment, void *data, uintptr_t bytes, int32_t device, zh_release_fn release, void *ctx, struct zh_table **tables);
 
-// Parses `spec` ("name: col, col; name2: col", see `zh_table_map`) once, with `flags` (0 or
-// an OR of `ZH_MAP_READONLY`, `ZH_MAP_ALLOW_COPY` and `ZH_MAP_GUARD_CONST`), for
-// `zh_map_apply` on many tables.
-// Free with `zh_map_free`.
-//
-// # Safety
-// `spec` must be NUL-terminated or NULL; `out` writable or NULL.
 // The bytes a table of `rows` rows of `schema` takes at `alignment` (0: 128) in `*bytes`:
 // what `zh_table_new` allocates and `zh_table_wrap` needs at least, padding included (a
 // multiple of the alignment, so `aligned_alloc(alignment, *bytes)` takes it as it is). An
@@ -243,6 +236,13 @@ enum zh_status zh_schema_layout(const struct zh_schema *schema, uintptr_t rows, 
 // `schema` a live handle or NULL; `out` writable or NULL.
 enum zh_status zh_schema_column_layout(const struct zh_schema *schema, uintptr_t rows, uintptr_t alignment, uintptr_t index, struct zh_column_info *out);
 
+// Parses `spec` ("name: col, col; name2: col", see `zh_table_map`) once, with `flags` (0 or
+// an OR of `ZH_MAP_READONLY`, `ZH_MAP_ALLOW_COPY` and `ZH_MAP_GUARD_CONST`), for
+// `zh_map_apply` on many tables.
+// Free with `zh_map_free`.
+//
+// # Safety
+// `spec` must be NUL-terminated or NULL; `out` writable or NULL.
 enum zh_status zh_map_new(const char *spec, uint32_t flags, struct zh_map **out);
 
 // Frees a map (NULL: nothing); tensors made with it live on.

@@ -5,6 +5,8 @@
 #   build here:  maturin build --release -o .carry
 #                cargo build --release -p zerohop --features cuda --example cuda_pool_bench
 #                cp target/release/examples/cuda_pool_bench .carry/   (then carry .carry)
+#                cargo build --release -p zerohop --features cuda --example guard_cuda
+#                cp target/release/examples/guard_cuda .carry/
 #                cargo build --release -p zerohop-capi && cp target/release/libzerohop_capi.so .carry/
 #                PY=.venv/bin/python bash examples/cpp/cuda-headers.sh .carry/cuda-include 13.0
 #                  (the CUDA runtime's headers for this machine's torch, cu130: the C++ example
@@ -64,7 +66,10 @@ if command -v g++ >/dev/null && [ -f .carry/libzerohop_capi.so ]; then
 else
   echo "C++ example skipped: no g++ or no .carry/libzerohop_capi.so" | tee "$OUT/cpp-example.log"
 fi
-# QUICK=1: the GPU suite only (iterating on GPU code).
+if [ "${QUICK:-0}" = 1 ] && [ -x .carry/guard_cuda ]; then
+  .carry/guard_cuda 2>&1 | tee "$OUT/guard_cuda.md" || status=1
+fi
+# QUICK=1: the GPU suite, the C++ example and the guard only (iterating on GPU code).
 [ "${QUICK:-0}" = 1 ] && exit $status
 # Every test's name goes to the log as it starts, and the suite has a deadline, so a test that
 # hangs (round 6: the suite once ran past the machine's 10 minutes, in a test not identified)
@@ -89,6 +94,11 @@ $PY bench/ecg_holter.py --device cuda --device cpu --runs 2 --out "$OUT/ecg_holt
 # The flagship job on the GPU (plots only where matplotlib is installed).
 plots=$($PY -c 'import matplotlib' 2>/dev/null && echo "" || echo "--no-plots")
 $PY -m zerohop.ecg --device cuda --out "$OUT/ecg-gpu" $plots 2>&1 | tail -20 | tee "$OUT/ecg-gpu.log" || status=1
+# The const-input guard's device fingerprint against the host's, a one-byte write caught, and
+# its cost beside a device-to-device copy (crates/zerohop/examples/guard_cuda.rs).
+if [ -x .carry/guard_cuda ]; then
+  .carry/guard_cuda 2>&1 | tee "$OUT/guard_cuda.md" || status=1
+fi
 if [ -x .carry/cuda_pool_bench ]; then
   .carry/cuda_pool_bench 2>&1 | tee "$OUT/cuda_pool.md" || status=1
 fi

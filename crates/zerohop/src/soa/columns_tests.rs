@@ -121,10 +121,12 @@ fn the_spec_grammar_reads_groups_bare_columns_and_whitespace() {
 
 #[test]
 fn a_spec_of_many_names_is_accepted_and_a_late_duplicate_is_named() {
-    let names: Vec<String> = (0..20_000).map(|i| format!("t{i}")).collect();
+    // Fewer under Miri, which interprets every hash: the logic is the same.
+    let count = if cfg!(miri) { 300 } else { 20_000 };
+    let names: Vec<String> = (0..count).map(|i| format!("t{i}")).collect();
     let spec = names.join(";");
     let map = TensorMap::parse(&spec).unwrap();
-    assert_eq!(map.names().len(), 20_000);
+    assert_eq!(map.names().len(), count);
     let reversed: Vec<&String> = names.iter().rev().collect();
     let ordered = names
         .iter()
@@ -134,7 +136,7 @@ fn a_spec_of_many_names_is_accepted_and_a_late_duplicate_is_named() {
         .unwrap();
     assert_eq!(
         ordered.names()[0],
-        "t19999",
+        format!("t{}", count - 1),
         "the order given is the order kept"
     );
     let err = TensorMap::parse(&format!("{spec}; t123: x"))

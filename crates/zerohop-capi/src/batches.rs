@@ -1,8 +1,8 @@
 //! A batch loop over a table: how many batches of N rows there are, and batch i as a table
 //! of its own. The spans are the core's (`zerohop::soa::Batches`), computed without overflow.
 
-use crate::status::{give, guard, handle, out_param, zh_status};
-use crate::table::zh_table;
+use crate::status::{guard, handle, out_param, zh_status};
+use crate::table::{give_window, zh_table};
 
 /// How many batches of `batch_rows` rows cover `table` in `*count`: rows / batch_rows
 /// rounded up (0 for a table without rows). `batch_rows` 0 is ZH_INVALID_ARGUMENT.
@@ -44,17 +44,6 @@ pub unsafe extern "C" fn zh_table_batch(
     index: usize,
     out: *mut *mut zh_table,
 ) -> zh_status {
-    guard(|| {
-        out_param(out, "out")?;
-        // SAFETY: per the contract.
-        let t = unsafe { handle(table, "table") }?;
-        give(
-            out,
-            zh_table {
-                table: t.table.batch(batch_rows, index)?,
-                stream: t.stream,
-            },
-        );
-        Ok(())
-    })
+    // SAFETY: per the contract.
+    guard(|| unsafe { give_window(table, out, |t| t.batch(batch_rows, index)) })
 }

@@ -3,14 +3,13 @@
 //! `SoaTable::wrap_blocks` do the work; this file converts arguments and maps errors.
 
 use std::ffi::c_void;
-use std::sync::Arc;
 
 use zerohop::soa::{BlocksLayout, Schema, SoaTable, SOA_DEFAULT_ALIGNMENT};
-use zerohop::{Device, Owner, ReleaseCallback};
+use zerohop::Device;
 
 use crate::schema::zh_schema;
 use crate::status::{guard, handle, out_param, zh_status, Failure, Outcome};
-use crate::table::{zh_release_fn, zh_table};
+use crate::table::{owner_of, zh_release_fn, zh_table};
 
 /// The schemas `schemas[0..n]`, each built, beside `rows[0..n]`.
 ///
@@ -125,12 +124,9 @@ pub unsafe extern "C" fn zh_blocks_wrap(
     tables: *mut *mut zh_table,
 ) -> zh_status {
     guard(|| {
-        let release = release.ok_or_else(|| {
-            Failure::invalid("release is NULL: pass the function that gives the memory back")
-        })?;
         // SAFETY: the caller's contract on `release` and `ctx`. From here on the memory is
         // the blocks', and every early return below releases it by dropping `owner`.
-        let owner: Owner = Arc::new(unsafe { ReleaseCallback::new(release, ctx) });
+        let owner = unsafe { owner_of(release, ctx) }?;
         out_param(tables, "tables")?;
         // SAFETY: per the contract.
         let blocks = unsafe { blocks(schemas, rows, n) }?;

@@ -5,8 +5,8 @@ use std::ffi::c_char;
 
 use zerohop::soa::{ColumnKind, ColumnLayout};
 
-use crate::status::{give, guard, handle, out_param, text, zh_status, Outcome};
-use crate::table::zh_table;
+use crate::status::{guard, handle, out_param, text, zh_status, Outcome};
+use crate::table::{give_window, zh_table};
 
 /// What a column is and where it lies: enough to address it without zerohop.
 #[repr(C)]
@@ -46,19 +46,8 @@ pub unsafe extern "C" fn zh_table_rows(
     stop: usize,
     out: *mut *mut zh_table,
 ) -> zh_status {
-    guard(|| {
-        out_param(out, "out")?;
-        // SAFETY: per the contract.
-        let t = unsafe { handle(table, "table") }?;
-        give(
-            out,
-            zh_table {
-                table: t.table.slice_rows(start, stop)?,
-                stream: t.stream,
-            },
-        );
-        Ok(())
-    })
+    // SAFETY: per the contract.
+    guard(|| unsafe { give_window(table, out, |t| t.slice_rows(start, stop)) })
 }
 
 /// Column `name`'s place and shape in `*out`; ZH_NOT_FOUND for a name the table lacks.

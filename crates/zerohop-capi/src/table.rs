@@ -54,6 +54,43 @@ impl zh_table {
     }
 }
 
+/// What gives a caller's memory back: `release(ctx)`, called once when the last table or
+/// tensor over the memory dies, or as soon as the call that took it refuses. From the moment
+/// this returns the memory belongs to the owner; a NULL `release` is refused before that.
+///
+/// # Safety
+/// `release(ctx)` must be safe to call once, from any thread.
+pub(crate) unsafe fn owner_of(release: zh_release_fn, ctx: *mut c_void) -> Outcome<Owner> {
+    let release = release.ok_or_else(|| {
+        Failure::invalid("release is NULL: pass the function that gives the memory back")
+    })?;
+    // SAFETY: the caller's contract on `release` and `ctx`.
+    Ok(Arc::new(unsafe { ReleaseCallback::new(release, ctx) }))
+}
+
+/// A window of `table`'s rows (`window` makes it from the core table) as a handle of its own
+/// in `*out`, produced on the same stream.
+///
+/// # Safety
+/// `table` a live handle or NULL; `out` writable or NULL.
+pub(crate) unsafe fn give_window(
+    table: *const zh_table,
+    out: *mut *mut zh_table,
+    window: impl FnOnce(&Table) -> zerohop::Result<Table>,
+) -> Outcome {
+    out_param(out, "out")?;
+    // SAFETY: per the contract.
+    let t = unsafe { handle(table, "table") }?;
+    give(
+        out,
+        zh_table {
+            table: window(&t.table)?,
+            stream: t.stream,
+        },
+    );
+    Ok(())
+}
+
 /// What a table is: sizes, where its buffer lives.
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
@@ -140,12 +177,8 @@ pub unsafe extern "C" fn zh_table_wrap(
     out: *mut *mut zh_table,
 ) -> zh_status {
     guard(|| {
-        let release = release.ok_or_else(|| {
-            Failure::invalid("release is NULL: pass the function that gives the memory back")
-        })?;
-        // SAFETY: the caller's contract on `release` and `ctx`. From here on the memory is
-        // the table's, and every early return below releases it by dropping `owner`.
-        let owner: Owner = Arc::new(unsafe { ReleaseCallback::new(release, ctx) });
+        // SAFETY: the caller's contract on `release` and `ctx`.
+        let owner = unsafe { owner_of(release, ctx) }?;
         out_param(out, "out")?;
         // SAFETY: per the contract.
         let schema = unsafe { handle(schema, "schema") }?.build()?;

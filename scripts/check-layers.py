@@ -17,7 +17,11 @@ import sys
 from pathlib import Path
 
 LAYERS = ["base", "memory", "protocols", "tables", "process", "ecg", "api"]
-CODE_LINES = 3700
+# 3700 until 2026-11-27, when the hostile-input fixes (#40) added bounded readers of Python
+# containers, fallible allocations and checked frees (conversions, +162 lines). The ECG
+# binding leaving the library (#43) and the hand-off moving into the core (#41, goal 3000)
+# are what bring it down again.
+CODE_LINES = 3850
 SRC = Path(
     sys.argv[1] if len(sys.argv) > 1 and sys.argv[1] != "-v" else Path(__file__).resolve().parents[1] / "crates/zerohop-python/src"
 )

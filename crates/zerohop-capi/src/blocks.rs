@@ -4,9 +4,10 @@
 
 use std::ffi::c_void;
 
-use zerohop::soa::{BlocksLayout, Schema, SoaTable, SOA_DEFAULT_ALIGNMENT};
+use zerohop::soa::{BlocksLayout, Schema, SoaTable};
 use zerohop::Device;
 
+use crate::layout::alignment_or_default;
 use crate::schema::zh_schema;
 use crate::status::{guard, handle, out_param, zh_status, Failure, Outcome};
 use crate::table::{owner_of, zh_release_fn, zh_table};
@@ -51,14 +52,6 @@ unsafe fn blocks(
         .collect()
 }
 
-fn or_default(alignment: usize) -> usize {
-    if alignment == 0 {
-        SOA_DEFAULT_ALIGNMENT
-    } else {
-        alignment
-    }
-}
-
 /// Where `n` blocks lie in one buffer: block k has `schemas[k]`'s columns and `rows[k]` rows,
 /// laid out by the CMS SoA rules at `alignment` (0: 128), the blocks one after another, each
 /// starting on an `alignment` boundary. `offsets[k]` (when `offsets` is not NULL: n writable
@@ -83,7 +76,7 @@ pub unsafe extern "C" fn zh_blocks_layout(
         // SAFETY: per the contract.
         let blocks = unsafe { blocks(schemas, rows, n) }?;
         let refs: Vec<_> = blocks.iter().map(|(s, r)| (s, *r)).collect();
-        let layout = BlocksLayout::new(&refs, or_default(alignment))?;
+        let layout = BlocksLayout::new(&refs, alignment_or_default(alignment))?;
         if !offsets.is_null() {
             for (k, block) in layout.blocks.iter().enumerate() {
                 // SAFETY: `offsets` has n writable elements, and there are n blocks.
@@ -132,7 +125,7 @@ pub unsafe extern "C" fn zh_blocks_wrap(
         let blocks = unsafe { blocks(schemas, rows, n) }?;
         let refs: Vec<_> = blocks.iter().map(|(s, r)| (s, *r)).collect();
         let device = Device::from_allocator_index(device)?;
-        let alignment = or_default(alignment);
+        let alignment = alignment_or_default(alignment);
         // SAFETY: the caller's contract: the memory lives until `owner` releases it.
         let made =
             unsafe { SoaTable::wrap_blocks(&refs, alignment, data.cast(), bytes, device, owner) }?;

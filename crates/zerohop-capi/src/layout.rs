@@ -14,12 +14,20 @@ use crate::status::{guard, handle, out_param, zh_status, Failure, Outcome};
 unsafe fn layout(schema: *const zh_schema, rows: usize, alignment: usize) -> Outcome<Layout> {
     // SAFETY: per this function's contract.
     let schema = unsafe { handle(schema, "schema") }?;
-    let alignment = if alignment == 0 {
+    Ok(Layout::new(
+        &schema.schema,
+        rows,
+        alignment_or_default(alignment),
+    )?)
+}
+
+/// The alignment a C caller asked for; 0 means the CMS default (128 bytes).
+pub(crate) fn alignment_or_default(alignment: usize) -> usize {
+    if alignment == 0 {
         SOA_DEFAULT_ALIGNMENT
     } else {
         alignment
-    };
-    Ok(Layout::new(&schema.schema, rows, alignment)?)
+    }
 }
 
 /// The bytes a table of `rows` rows of `schema` takes at `alignment` (0: 128) in `*bytes`:

@@ -10,9 +10,10 @@ use std::sync::Arc;
 use zerohop::dlpack::ffi::DLManagedTensorVersioned;
 use zerohop::dlpack::{export_versioned, import_versioned, ExportOptions};
 use zerohop::memory::current_resource;
-use zerohop::soa::{ColumnOptions, ColumnTable, SoaTable, Table, SOA_DEFAULT_ALIGNMENT};
+use zerohop::soa::{ColumnOptions, ColumnTable, SoaTable, Table};
 use zerohop::{DType, Device, Owner, ReleaseCallback, TensorView};
 
+use crate::layout::alignment_or_default;
 use crate::resource::zh_resource;
 use crate::schema::zh_schema;
 use crate::status::{
@@ -132,11 +133,7 @@ pub unsafe extern "C" fn zh_table_new(
             // SAFETY: per the contract.
             unsafe { handle(resource, "resource") }?.inner.clone()
         };
-        let alignment = if alignment == 0 {
-            SOA_DEFAULT_ALIGNMENT
-        } else {
-            alignment
-        };
+        let alignment = alignment_or_default(alignment);
         let table = SoaTable::with_options(schema, rows, alignment, resource)?;
         give(out, zh_table::new(table.into()));
         Ok(())
@@ -182,11 +179,7 @@ pub unsafe extern "C" fn zh_table_wrap(
         out_param(out, "out")?;
         // SAFETY: per the contract.
         let schema = unsafe { handle(schema, "schema") }?.build()?;
-        let alignment = if alignment == 0 {
-            SOA_DEFAULT_ALIGNMENT
-        } else {
-            alignment
-        };
+        let alignment = alignment_or_default(alignment);
         // Only -1 and CUDA numbers: any other number is refused, not taken for the host.
         let device = Device::from_allocator_index(device)?;
         // SAFETY: the caller's contract: the memory lives until `owner` releases it.

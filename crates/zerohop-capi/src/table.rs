@@ -1,14 +1,12 @@
 //! `zh_table`: an SoA table (every column padded to the alignment in one buffer) on host or
 //! device memory, its columns exported through DLPack, and DLPack tensors written into them.
 
-use std::collections::hash_map::{Entry, HashMap};
-use std::collections::HashSet;
 use std::ffi::{c_char, c_void};
 use std::ptr::NonNull;
 use std::sync::Arc;
 
 use zerohop::dlpack::ffi::DLManagedTensorVersioned;
-use zerohop::dlpack::{export_versioned, import_versioned, ExportOptions};
+use zerohop::dlpack::{export_versioned, import_all_versioned, import_versioned, ExportOptions};
 use zerohop::memory::current_resource;
 use zerohop::soa::{ColumnOptions, ColumnTable, SoaTable, Table};
 use zerohop::{DType, Device, Owner, ReleaseCallback, TensorView};
@@ -454,42 +452,14 @@ pub unsafe extern "C" fn zh_table_from_columns(
             // SAFETY: per the contract, `tensors` holds `n` entries.
             unsafe { std::slice::from_raw_parts(tensors, n) }
         };
-        // One tensor given twice would have its deleter run twice (a use after free): found
-        // before anything is taken, then every distinct tensor is released once below.
-        let repeated = repeated_tensor(given);
-        // Take every tensor first, so that all are released whatever else is wrong.
-        let mut views = Vec::with_capacity(n);
-        let mut first_error = repeated.map(|(first, again)| {
-            Failure::invalid(format!(
-                "column tensors {first} and {again} are the same managed tensor: each is \
-                 adopted once (its deleter runs once); export one per column"
-            ))
-        });
-        let mut taken = HashSet::new();
-        for (i, &managed) in given.iter().enumerate() {
-            if repeated.is_some() && !taken.insert(managed) {
-                continue; // released already, at its first position
-            }
-            let view = match NonNull::new(managed) {
-                // SAFETY: per the contract; on error the import has run the deleter.
-                Some(m) => unsafe { import_versioned(m) }
-                    .map(|imported| imported.view)
-                    .map_err(|e| Failure::invalid(format!("column tensor {i}: {e}"))),
-                None => Err(Failure::invalid(format!("column tensor {i} is NULL"))),
-            };
-            match view {
-                Ok(v) => views.push(v),
-                Err(e) => {
-                    first_error.get_or_insert(e);
-                }
-            }
-        }
+        // Every tensor is taken first, each distinct one once, so that all are released
+        // whatever else is wrong.
+        // SAFETY: per the contract: ownership of every entry passes here.
+        let views = unsafe { import_all_versioned(given, "column tensor") };
         if tensors.is_null() && n > 0 {
             return Err(Failure::invalid("tensors is NULL"));
         }
-        if let Some(error) = first_error {
-            return Err(error);
-        }
+        let views = views?;
         out_param(out, "out")?;
         if names.is_null() {
             return Err(Failure::invalid("names is NULL"));
@@ -510,22 +480,5 @@ pub unsafe extern "C" fn zh_table_from_columns(
             zh_table::new(ColumnTable::new(columns, stream)?.into()),
         );
         Ok(())
-    })
-}
-
-/// The first two positions holding the same non-NULL managed tensor, if any.
-fn repeated_tensor(given: &[*mut DLManagedTensorVersioned]) -> Option<(usize, usize)> {
-    let mut first_at = HashMap::with_capacity(given.len());
-    given.iter().enumerate().find_map(|(i, &m)| {
-        if m.is_null() {
-            return None;
-        }
-        match first_at.entry(m) {
-            Entry::Occupied(first) => Some((*first.get(), i)),
-            Entry::Vacant(slot) => {
-                slot.insert(i);
-                None
-            }
-        }
     })
 }

@@ -5,9 +5,11 @@
 mod export;
 pub mod ffi;
 mod import;
+mod import_all;
 
 pub use export::{export_legacy, export_versioned, ExportOptions};
 pub use import::{import_legacy, import_versioned, Import, ImportedTensor};
+pub use import_all::import_all_versioned;
 
 #[cfg(test)]
 mod tests;

@@ -358,13 +358,13 @@ def test_the_latent_does_not_collapse_so_the_decoded_grid_shows_different_beats(
 
 
 def test_the_reports_accuracy_agrees_with_score():
-    from zerohop.ecg.pipeline import _accuracy
+    from zerohop.ecg.detection import accuracy
     from zerohop.ecg.sources import Truth
 
     signal, peaks, ectopic = ecg.synthesize(300.0, rate=360.0, heart_rate=150, ectopic=0.1, seed=4)
     found = np.from_dlpack(ecg.segment(signal, 360.0)["r_peaks"])[::7][1:]  # most beats missed
     truth = Truth(np.from_dlpack(peaks).astype(np.int64), ["V" if e else "N" for e in ectopic], "t")
-    got = _accuracy(found, truth, 360.0, signal.shape[0])
+    got = accuracy(found, truth, 360.0, signal.shape[0])
     sens, ppv, tp, fp, fn = ecg.score(found.tolist(), truth.samples.tolist(), 54.0, 1800,
                                       signal.shape[0])
     assert (got["tp"], got["fp"], got["fn"]) == (tp, fp, fn) and got["sensitivity"] == sens

@@ -10,12 +10,11 @@ import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import FrameType
-from typing import TYPE_CHECKING, Literal, NoReturn
+from typing import Literal, NoReturn
 
+from .config import Config
 from .errors import EcgInputError
 
-if TYPE_CHECKING:
-    from .pipeline import Config
 
 DELIMITERS = {",": ",", "comma": ",", ";": ";", "semicolon": ";", "tab": "\t", "\\t": "\t",
               "\t": "\t"}
@@ -207,7 +206,7 @@ def _main(argv: Sequence[str] | None = None) -> int:
                 "--records")
     if args.records is not None:
         return _main_records(args)
-    from .pipeline import Config, run
+    from .pipeline import run
 
     config = Config(out=args.out, csv=args.csv, wfdb=args.wfdb, rate=args.rate,
                     column=args.column, delimiter=args.delimiter, fill=args.fill,
@@ -245,8 +244,6 @@ def _main(argv: Sequence[str] | None = None) -> int:
 
 
 def _config(args: argparse.Namespace) -> Config:
-    from .pipeline import Config
-
     return Config(out=args.out, rate=args.rate, column=args.column, delimiter=args.delimiter,
                   fill=args.fill,
                   method=args.method, device=args.device, epochs=args.epochs,

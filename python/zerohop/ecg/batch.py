@@ -17,9 +17,10 @@ import numpy as np
 from numpy.typing import NDArray
 
 from . import sources
+from .config import Config, RecordOptions
 from .errors import EcgInputError
 from .output import Staging
-from .records import RecordFailure, RecordOptions, find_records, where_it_lives
+from .records import RecordFailure, find_records, where_it_lives
 from .workers import InProcess, backend, check_engine
 
 if TYPE_CHECKING:
@@ -27,7 +28,6 @@ if TYPE_CHECKING:
 
     from .._zerohop import Tensor
     from .batch_report import BatchOutlier, Pooled, RowsHandOff
-    from .pipeline import Config
     from .records import RecordBeats
     from .workers import DaskCluster, LocalProcesses, RayCluster
 

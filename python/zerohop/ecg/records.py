@@ -20,14 +20,16 @@ from typing import TYPE_CHECKING
 import numpy as np
 from numpy.typing import NDArray
 
-from . import sources
+from . import segment, sources
+from .config import RecordOptions as RecordOptions  # re-exported: bench/ecg_records.py
+from .detection import accuracy, check_detection
 from .errors import EcgInputError
+from .report import Accuracy
 
 if TYPE_CHECKING:
     from zerohop.memory import Resource
 
     from .._zerohop import Tensor
-    from .report import Accuracy
 
 #: Fault injection for the tests: a worker that reaches the record of this name kills itself
 #: with SIGKILL, as the kernel's OOM killer would.
@@ -42,22 +44,6 @@ def boot_id() -> str | None:
         return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
     except OSError:
         return None
-
-
-@dataclass(frozen=True)
-class RecordOptions:
-    """What every worker needs besides the record's path (plain values: it is pickled)."""
-
-    method: str = "adaptive"
-    column: str | None = None
-    rate: float | None = None
-    delimiter: str | None = None
-    fill: str = "error"
-    #: The boot id of the machine the rows go to; a worker on that machine puts them in shared
-    #: memory, any other keeps them in its own memory for the transport to carry.
-    shared_on: str | None = None
-    #: The process that runs the job: the fault-injection switch never fires there.
-    job_pid: int | None = None
 
 
 @dataclass
@@ -137,9 +123,6 @@ def _memory_for_rows(options: RecordOptions) -> None:
 def process_record(index: int, path: str | os.PathLike[str],
                    options: RecordOptions) -> RecordBeats:
     """Reads one recording, detects its beats and cuts their rows (runs in a worker)."""
-    from . import segment
-    from .pipeline import Config, _accuracy, _check_detection
-
     begun = time.perf_counter()
     path = Path(path)
     name = record_name(path)
@@ -150,11 +133,7 @@ def process_record(index: int, path: str | os.PathLike[str],
             os.kill(os.getpid(), signal.SIGKILL)
         if os.environ.get(STOP_SWITCH) == name:
             os.kill(os.getpid(), signal.SIGSTOP)
-    is_csv = path.suffix == ".csv"
-    config = Config(rate=options.rate if is_csv else None, column=options.column,
-                    delimiter=options.delimiter, fill=options.fill,
-                    csv=path if is_csv else None, wfdb=None if is_csv else path.with_suffix(""))
-    data = sources.load(config, say=lambda *_: None)
+    data = sources.load(options.record_config(path), say=lambda *_: None)
     _memory_for_rows(options)
     try:
         seg = segment(data.signal, data.rate, method=options.method)
@@ -163,15 +142,15 @@ def process_record(index: int, path: str | os.PathLike[str],
 
         zm.reset_current()
     r_peaks = np.from_dlpack(seg["r_peaks"])
-    bpm = _check_detection(r_peaks, data.description, data.rate)
-    accuracy = (_accuracy(r_peaks, data.truth, data.rate, data.samples)
-                if data.truth is not None else None)
+    bpm = check_detection(r_peaks, data.description, data.rate)
+    scored = (accuracy(r_peaks, data.truth, data.rate, data.samples)
+              if data.truth is not None else None)
     return RecordBeats(
         index=index, name=name, description=data.description, rate=data.rate,
         samples=data.samples, beats=seg["beats"], rows=int(seg["beats"].shape[0]),
         width=int(seg["beats"].shape[1]),
         beat_peaks=np.array(np.from_dlpack(seg["beat_peaks"]), dtype=np.int64),
-        detected=len(r_peaks), bpm=bpm, accuracy=accuracy,
+        detected=len(r_peaks), bpm=bpm, accuracy=scored,
         seconds=time.perf_counter() - begun, worker=f"pid {os.getpid()} on {socket.gethostname()}")
 
 

@@ -24,7 +24,7 @@ from .errors import EcgInputError
 
 if TYPE_CHECKING:
     from .._zerohop import Table, Tensor
-    from .pipeline import Config
+    from .config import Config
 
 RATE_RANGE = (50.0, 100_000.0)
 #: DLPack's device type of CUDA memory.

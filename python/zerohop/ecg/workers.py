@@ -20,9 +20,9 @@ from multiprocessing.connection import wait
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeAlias
 
+from .config import RecordOptions
 from .errors import EcgInputError
-from .records import (RecordBeats, RecordFailure, RecordOptions, boot_id, process_record,
-                      record_name)
+from .records import RecordBeats, RecordFailure, boot_id, process_record, record_name
 
 if TYPE_CHECKING:
     import logging

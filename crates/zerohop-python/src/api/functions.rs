@@ -4,11 +4,11 @@ use pyo3::prelude::*;
 use pyo3::types::IntoPyDict;
 use zerohop::{DType, TensorView};
 
-use crate::base::args::extract_items;
 use crate::base::errors::IntoPyResult;
 use crate::base::tensor::PyTensor;
 use crate::protocols::cuda;
 use crate::tables::table::PyTable;
+use zerohop_pyo3::args::extract_items;
 
 /// A zero-filled tensor in fresh zerohop memory: host memory from the current host resource
 /// (128-byte aligned), or device memory for `device="cuda:N"`.

@@ -7,11 +7,11 @@ use pyo3::types::{PyDict, PyList, PyTuple};
 use zerohop::soa::{ColumnOptions, MapOptions, SoaTable, SOA_DEFAULT_ALIGNMENT};
 use zerohop::TensorView;
 
-use crate::base::args::{extract_optional, named_items, MAX_NAMES};
 use crate::base::errors::{warn_copy, IntoPyResult};
-use crate::base::tensor::PyTensor;
+use crate::protocols::dlpack_import::from_dlpack;
 use crate::tables::storage::{self, kind_name, Storage};
 use crate::tables::table::{map_builder, parse_schema, resource_for, to_framework, PyTable};
+use zerohop_pyo3::args::{extract_optional, named_items, MAX_NAMES};
 
 /// One table per chunk of an Arrow import, each over its own chunk's buffers.
 fn chunk_tables<'py>(
@@ -81,15 +81,34 @@ impl PyTable {
         columns: &Bound<'_, PyAny>,
         alignment: usize,
     ) -> PyResult<Self> {
-        let from_dlpack = py.import("zerohop")?.getattr("from_dlpack")?;
         let mut views: Vec<(String, TensorView)> = Vec::new();
         for (name, array) in named_items(columns)? {
-            let tensor = from_dlpack.call1((array,))?;
-            views.push((name, tensor.cast::<PyTensor>()?.get().view.clone()));
+            views.push((name, from_dlpack(py, &array, None, None)?.view));
         }
         Ok(PyTable::from_table(
             SoaTable::from_views(&views, alignment).py()?,
         ))
+    }
+
+    /// A table over memory another framework allocated, no copy: `buffer` (any DLPack
+    /// producer, compact; its bytes) already holds `rows` rows of `schema` laid out at
+    /// `alignment`, as `Table(schema, rows, alignment=...)` lays them out (the CMS SoA
+    /// layout). The producer lives as long as the table and every tensor from it; read-only
+    /// memory gives a read-only table. Refused: a buffer too small or misaligned for the
+    /// layout, or not one compact range.
+    #[staticmethod]
+    #[pyo3(signature = (buffer, schema, rows, *, alignment=SOA_DEFAULT_ALIGNMENT))]
+    fn wrap(
+        py: Python<'_>,
+        buffer: &Bound<'_, PyAny>,
+        schema: &Bound<'_, PyAny>,
+        rows: usize,
+        alignment: usize,
+    ) -> PyResult<Self> {
+        let schema = parse_schema(schema)?;
+        let memory = from_dlpack(py, buffer, None, None)?;
+        let table = SoaTable::over_view(schema, rows, alignment, &memory.view).py()?;
+        Ok(PyTable::from_table(table))
     }
 
     /// Zero-copy tensors for `spec`, in spec order: {name: [cols]}, [(name, [cols])] or

@@ -11,7 +11,7 @@ use zerohop::{DeviceKind, Stream};
 
 use crate::base::errors::IntoPyResult;
 use crate::base::tensor::{typestr, PyTensor};
-use crate::protocols::capsule;
+use zerohop_pyo3::capsule;
 /// Reads an optional `(int, int)` argument. Hand-rolled because this sits on the hot path of
 /// every `__dlpack__` call and generic tuple extraction costs more than the export itself.
 fn int_pair(value: Option<&Bound<'_, PyAny>>, name: &str) -> PyResult<Option<(i64, i64)>> {

@@ -63,11 +63,3 @@ pub fn typestr(dtype: DType) -> Option<String> {
     let order = if bytes == 1 { '|' } else { '<' };
     Some(format!("{order}{kind}{bytes}"))
 }
-
-/// True for devices whose producers expect a stream argument.
-pub fn device_takes_stream(kind: i32) -> bool {
-    matches!(
-        DeviceKind::from_raw(kind),
-        Some(DeviceKind::Cuda | DeviceKind::Rocm)
-    )
-}

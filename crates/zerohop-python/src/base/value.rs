@@ -5,7 +5,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyBytes, PyDict, PyInt, PyList, PyString, PyTuple};
 use zerohop::value::{Value, MAX_DEPTH};
 
-use crate::base::args::vec_for;
+use zerohop_pyo3::args::vec_for;
 
 /// A Python object as a state value; containers deeper than `MAX_DEPTH` are not opened.
 pub fn value_of(obj: &Bound<'_, PyAny>, depth: usize) -> PyResult<Value> {

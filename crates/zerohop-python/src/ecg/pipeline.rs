@@ -12,9 +12,9 @@ use zerohop_ecg::segment::Params;
 use zerohop_ecg::synth::{generate, score as run_score, write_csv, SynthOptions};
 use zerohop_ecg::{segment_with, DetectParams, Method};
 
-use crate::base::args::{extract_items, extract_optional, MAX_NAMES, MAX_NUMBERS};
 use crate::base::tensor::PyTensor;
 use crate::tables::table::PyTable;
+use zerohop_pyo3::args::{extract_items, extract_optional, MAX_NAMES, MAX_NUMBERS};
 
 use super::to_py;
 

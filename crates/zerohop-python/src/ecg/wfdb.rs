@@ -8,8 +8,8 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyString};
 use zerohop_ecg::wfdb;
 
-use crate::base::args::{items, MAX_NAMES};
 use crate::tables::table::PyTable;
+use zerohop_pyo3::args::{items, MAX_NAMES};
 
 use super::to_py;
 

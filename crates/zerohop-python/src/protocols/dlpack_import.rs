@@ -4,11 +4,14 @@
 use pyo3::exceptions::PyBufferError;
 use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::{PyCapsule, PyDict};
+use pyo3::types::PyCapsule;
 
 use crate::base::errors::IntoPyResult;
-use crate::base::tensor::{device_takes_stream, PyTensor};
-use crate::protocols::{capsule, cuda, interface};
+use zerohop_pyo3::{capsule, request_capsule};
+
+use crate::base::errors::to_py;
+use crate::base::tensor::PyTensor;
+use crate::protocols::{cuda, interface};
 
 /// Imports anything that speaks DLPack (or a DLPack capsule) without copying.
 ///
@@ -74,7 +77,7 @@ pub fn from_dlpack(
 /// A capsule's tensor, read-only when a legacy capsule leaves it unsaid and the caller did
 /// not vouch for it (`readonly=False`).
 fn from_capsule(capsule: &Bound<'_, PyAny>, readonly: Option<bool>) -> PyResult<PyTensor> {
-    let import = capsule::consume(capsule)?;
+    let import = capsule::consume(capsule, to_py)?;
     let legacy = import.version.major == 0;
     let view = if legacy && readonly != Some(false) {
         import.view.into_readonly()
@@ -82,51 +85,4 @@ fn from_capsule(capsule: &Bound<'_, PyAny>, readonly: Option<bool>) -> PyResult<
         import.view
     };
     Ok(PyTensor::new(view, import.is_copied))
-}
-
-fn request_capsule<'py>(py: Python<'py>, obj: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
-    let (kind, _id): (i32, i32) = obj
-        .call_method0(intern!(py, "__dlpack_device__"))?
-        .extract()?;
-    let kwargs = PyDict::new(py);
-    kwargs.set_item(intern!(py, "max_version"), (1, 3))?;
-    if device_takes_stream(kind) {
-        // The legacy default stream: what a consumer with no stream of its own means.
-        kwargs.set_item(intern!(py, "stream"), 1)?;
-    }
-    let dunder = intern!(py, "__dlpack__");
-    match obj.call_method(dunder, (), Some(&kwargs)) {
-        Ok(capsule) => Ok(capsule),
-        Err(versioned_error) => {
-            let legacy = if device_takes_stream(kind) {
-                let kwargs = PyDict::new(py);
-                kwargs.set_item(intern!(py, "stream"), 1)?;
-                obj.call_method(dunder, (), Some(&kwargs))
-            } else {
-                obj.call_method0(dunder)
-            };
-            legacy.map_err(|legacy_error| {
-                let message = format!(
-                    "{} could not export through DLPack: asked for a versioned capsule: {}; \
-                     asked for a legacy capsule: {}",
-                    obj.get_type()
-                        .name()
-                        .map(|n| n.to_string())
-                        .unwrap_or_default(),
-                    versioned_error,
-                    legacy_error
-                );
-                // The producer's own exception type (pyarrow's TypeError, say) is what callers
-                // catch; keep it, with both answers in the message.
-                let err = legacy_error
-                    .get_type(py)
-                    .call1((message,))
-                    .ok()
-                    .filter(|e| e.is_instance_of::<pyo3::exceptions::PyBaseException>())
-                    .map_or_else(|| legacy_error.clone_ref(py), PyErr::from_value);
-                err.set_cause(py, Some(legacy_error));
-                err
-            })
-        }
-    }
 }

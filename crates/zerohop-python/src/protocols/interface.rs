@@ -11,10 +11,10 @@ use zerohop::array_interface::{parse, Flavor, InterfaceFields, InterfaceLayout};
 use zerohop::tensor::MAX_NDIM;
 use zerohop::{Device, TensorView};
 
-use crate::base::args::extract_items;
 use crate::base::errors::IntoPyResult;
 use crate::base::owner::PyOwner;
 use crate::base::tensor::PyTensor;
+use zerohop_pyo3::args::extract_items;
 
 /// The value of `key`, or None when it is absent or None.
 fn optional<'py>(dict: &Bound<'py, PyDict>, key: &str) -> PyResult<Option<Bound<'py, PyAny>>> {

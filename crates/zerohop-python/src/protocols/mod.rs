@@ -2,7 +2,6 @@
 //! interfaces, and the Arrow C data and device interfaces.
 
 pub mod arrow;
-pub mod capsule;
 pub mod cuda;
 pub mod dlpack_import;
 pub mod interface;

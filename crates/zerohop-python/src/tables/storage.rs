@@ -142,7 +142,7 @@ pub fn storage_from_tensors(py: Python<'_>, columns: &Bound<'_, PyAny>) -> PyRes
     let from_dlpack = py.import("zerohop")?.getattr("from_dlpack")?;
     let mut views = Vec::new();
     let mut stream = 1usize;
-    for (name, obj) in crate::base::args::named_items(columns)? {
+    for (name, obj) in zerohop_pyo3::args::named_items(columns)? {
         let tensor = from_dlpack.call1((obj,))?;
         let tensor = tensor.cast::<PyTensor>()?.get();
         if views.is_empty() {

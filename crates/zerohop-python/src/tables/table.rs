@@ -169,7 +169,7 @@ pub(crate) fn to_framework<'py>(
                 }
             }
             // torch takes a capsule directly, skipping two Python-level protocol calls.
-            let capsule = crate::protocols::capsule::versioned_capsule(py, managed)?;
+            let capsule = zerohop_pyo3::capsule::versioned_capsule(py, managed)?;
             torch()?.call_method1(dlpack, (capsule,))
         }
         Some("numpy") => py
@@ -241,7 +241,7 @@ fn tensorflow<'py>(
         view
     };
     let managed = zerohop::dlpack::export_legacy(&shared).py()?;
-    let capsule = crate::protocols::capsule::legacy_capsule(py, managed)?;
+    let capsule = zerohop_pyo3::capsule::legacy_capsule(py, managed)?;
     py.import(intern!(py, "tensorflow.experimental.dlpack"))?
         .call_method1(intern!(py, "from_dlpack"), (capsule,))
 }

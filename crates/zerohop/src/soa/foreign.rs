@@ -10,6 +10,7 @@ use super::table::SoaTable;
 use crate::buffer::{Buffer, Owner};
 use crate::device::{Device, DeviceKind};
 use crate::error::{Error, Result};
+use crate::tensor::TensorView;
 
 impl SoaTable {
     /// A table of `rows` rows over `bytes` bytes at `data` on `device`, laid out for `schema`
@@ -42,6 +43,46 @@ impl SoaTable {
         // SAFETY: the caller's contract; `owner` now travels with the buffer.
         let buffer = unsafe { Buffer::from_foreign(ptr, bytes, device, owner) };
         SoaTable::over_buffer(schema, rows, alignment, buffer, 0, rows)
+    }
+
+    /// A table over the bytes of `view`: memory another framework allocated and shared
+    /// through DLPack or an array interface, laid out for `schema`, `rows` and `alignment`.
+    /// The view's owner (the producer) lives as long as the table and every tensor from it;
+    /// a read-only view gives a read-only table. Refused: a view whose bytes are not one
+    /// compact range, and whatever [`SoaTable::over_buffer`] refuses (too small, misaligned).
+    pub fn over_view(
+        schema: Schema,
+        rows: usize,
+        alignment: usize,
+        view: &TensorView,
+    ) -> Result<Self> {
+        if !view.is_contiguous() {
+            return Err(Error::InvalidArgument {
+                what: "table buffer".into(),
+                reason: format!(
+                    "a tensor of shape {:?} and strides {:?} is not one compact range of bytes",
+                    view.shape(),
+                    view.strides()
+                ),
+            });
+        }
+        let Some(ptr) = NonNull::new(view.data_ptr()) else {
+            return Err(Error::InvalidArgument {
+                what: "table buffer".into(),
+                reason: "the data pointer is NULL".into(),
+            });
+        };
+        // SAFETY: a compact view covers `nbytes` bytes from its data pointer, and its owner
+        // keeps them valid; the buffer holds a clone of that owner.
+        let buffer = unsafe {
+            Buffer::from_foreign(ptr, view.nbytes(), view.device(), view.owner().clone())
+        };
+        let table = SoaTable::over_buffer(schema, rows, alignment, buffer, 0, rows)?;
+        Ok(if view.is_readonly() {
+            table.into_readonly()
+        } else {
+            table
+        })
     }
 }
 

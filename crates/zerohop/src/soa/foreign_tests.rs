@@ -178,3 +178,56 @@ fn a_c_release_callback_runs_when_the_last_tensor_dies_on_another_thread() {
     std::thread::spawn(move || drop(tensors)).join().unwrap();
     assert_eq!(RELEASED.load(Ordering::SeqCst), 1);
 }
+
+mod over_view {
+    use super::*;
+    use crate::tensor::TensorView;
+
+    fn bytes_for(schema: &Schema, rows: usize) -> usize {
+        Layout::new(schema, rows, 128).unwrap().total_bytes
+    }
+
+    #[test]
+    fn uses_the_view_memory_and_keeps_its_owner() {
+        let schema = track_schema();
+        let bytes = bytes_for(&schema, 10);
+        let view = TensorView::zeros(DType::U8, &[bytes as i64]).unwrap();
+        let before = view.owner().clone();
+        let counted = Arc::strong_count(&before);
+        let table = SoaTable::over_view(schema, 10, 128, &view).unwrap();
+        assert_eq!(table.buffer().as_ptr(), view.data_ptr());
+        assert!(
+            Arc::strong_count(&before) > counted,
+            "the table holds the producer"
+        );
+        drop(view);
+        let pt = table.column::<f32>("pt").unwrap();
+        assert_eq!(pt.len(), 10);
+        drop(table);
+        assert_eq!(Arc::strong_count(&before), 1);
+    }
+
+    #[test]
+    fn keeps_read_only() {
+        let schema = track_schema();
+        let bytes = bytes_for(&schema, 4);
+        let view = TensorView::zeros(DType::U8, &[bytes as i64])
+            .unwrap()
+            .into_readonly();
+        let table = SoaTable::over_view(schema, 4, 128, &view).unwrap();
+        assert!(table.is_readonly());
+    }
+
+    #[test]
+    fn refuses_a_short_or_strided_view() {
+        let schema = track_schema();
+        let bytes = bytes_for(&schema, 10);
+        let short = TensorView::zeros(DType::U8, &[bytes as i64 - 1]).unwrap();
+        let err = SoaTable::over_view(schema.clone(), 10, 128, &short).unwrap_err();
+        assert!(err.to_string().contains("take"), "{err}");
+        let wide = TensorView::zeros(DType::U8, &[2, bytes as i64]).unwrap();
+        let strided = wide.transpose(0, 1).unwrap();
+        let err = SoaTable::over_view(schema, 10, 128, &strided).unwrap_err();
+        assert!(err.to_string().contains("compact"), "{err}");
+    }
+}

@@ -14,8 +14,6 @@ use pyo3::types::PyCapsule;
 use zerohop::dlpack::ffi::*;
 use zerohop::dlpack::{import_legacy, import_versioned, Import};
 
-use crate::base::errors::IntoPyResult;
-
 /// # Safety
 /// Called by CPython with a capsule about to be destroyed, with the interpreter attached.
 unsafe extern "C" fn destroy_versioned(capsule: *mut ffi::PyObject) {
@@ -93,8 +91,12 @@ pub fn legacy_capsule(
 
 /// Takes ownership of the tensor inside a DLPack capsule (either kind) and validates it.
 /// The capsule is renamed `used_*` before anything can fail, so its destructor will not
-/// free what the returned view (or the failed import, via the deleter) now owns.
-pub fn consume(capsule: &Bound<'_, PyAny>) -> PyResult<Import> {
+/// free what the returned view (or the failed import, via the deleter) now owns. A refusal
+/// of the core's reaches the caller through `to_py`.
+pub fn consume(
+    capsule: &Bound<'_, PyAny>,
+    to_py: impl FnOnce(zerohop::Error) -> PyErr,
+) -> PyResult<Import> {
     let capsule = capsule.cast::<PyCapsule>().map_err(|_| {
         PyTypeError::new_err(format!(
             "expected a DLPack capsule or an object with __dlpack__, got {}",
@@ -146,5 +148,5 @@ pub fn consume(capsule: &Bound<'_, PyAny>) -> PyResult<Import> {
             import_legacy(pointer.cast())
         }
     }
-    .py()
+    .map_err(to_py)
 }

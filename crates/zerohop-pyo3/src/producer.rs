@@ -1,0 +1,69 @@
+//! Asking any DLPack producer for a capsule, as a consumer without a stream of its own.
+
+use pyo3::intern;
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+use zerohop::DeviceKind;
+
+/// True for devices whose producers expect a stream argument.
+pub fn device_takes_stream(kind: i32) -> bool {
+    matches!(
+        DeviceKind::from_raw(kind),
+        Some(DeviceKind::Cuda | DeviceKind::Rocm)
+    )
+}
+
+/// `obj.__dlpack__(...)`: a versioned (1.x) capsule first; producers that refuse
+/// `max_version` (pyarrow raises TypeError, others raise other errors) are asked again for a
+/// legacy capsule. Device producers are asked to order their data before the legacy default
+/// stream (what a consumer with no stream of its own means). Fails with the producer's own
+/// exception type, both answers in its message.
+pub fn request_capsule<'py>(
+    py: Python<'py>,
+    obj: &Bound<'py, PyAny>,
+) -> PyResult<Bound<'py, PyAny>> {
+    let (kind, _id): (i32, i32) = obj
+        .call_method0(intern!(py, "__dlpack_device__"))?
+        .extract()?;
+    let kwargs = PyDict::new(py);
+    kwargs.set_item(intern!(py, "max_version"), (1, 3))?;
+    if device_takes_stream(kind) {
+        // The legacy default stream: what a consumer with no stream of its own means.
+        kwargs.set_item(intern!(py, "stream"), 1)?;
+    }
+    let dunder = intern!(py, "__dlpack__");
+    match obj.call_method(dunder, (), Some(&kwargs)) {
+        Ok(capsule) => Ok(capsule),
+        Err(versioned_error) => {
+            let legacy = if device_takes_stream(kind) {
+                let kwargs = PyDict::new(py);
+                kwargs.set_item(intern!(py, "stream"), 1)?;
+                obj.call_method(dunder, (), Some(&kwargs))
+            } else {
+                obj.call_method0(dunder)
+            };
+            legacy.map_err(|legacy_error| {
+                let message = format!(
+                    "{} could not export through DLPack: asked for a versioned capsule: {}; \
+                     asked for a legacy capsule: {}",
+                    obj.get_type()
+                        .name()
+                        .map(|n| n.to_string())
+                        .unwrap_or_default(),
+                    versioned_error,
+                    legacy_error
+                );
+                // The producer's own exception type (pyarrow's TypeError, say) is what callers
+                // catch; keep it, with both answers in the message.
+                let err = legacy_error
+                    .get_type(py)
+                    .call1((message,))
+                    .ok()
+                    .filter(|e| e.is_instance_of::<pyo3::exceptions::PyBaseException>())
+                    .map_or_else(|| legacy_error.clone_ref(py), PyErr::from_value);
+                err.set_cause(py, Some(legacy_error));
+                err
+            })
+        }
+    }
+}

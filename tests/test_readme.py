@@ -47,6 +47,13 @@ BUILD_SCRIPTS = ("Makefile", "examples/cpp/run.sh", "examples/install-consumer/r
                  "examples/install-consumer/CMakeLists.txt")
 
 
+# scripts/gpu-check.sh runs the suite from a copy holding tests/, docs/ and README.md only:
+# the checks against the examples and the header need the whole tree.
+needs_tree = pytest.mark.skipif(not (ROOT / "examples").is_dir() or
+                                not (ROOT / "include").is_dir(),
+                                reason="needs the repository's examples/ and include/")
+
+
 def blocks():
     text = README.read_text(encoding="utf-8")
     for match in FENCE.finditer(text):
@@ -130,6 +137,7 @@ def find_in_order(haystack, chunks):
     return None
 
 
+@needs_tree
 @pytest.mark.parametrize("code", block_ids(EXCERPTED))
 def test_compiled_example_is_quoted_verbatim(code):
     source, chunks = excerpt_chunks(code)
@@ -144,6 +152,7 @@ def test_compiled_example_is_quoted_verbatim(code):
                          f"(has the example changed?):\n" + "\n".join(chunks[bad]))
 
 
+@needs_tree
 def test_c_examples_call_only_what_the_header_declares():
     header = (ROOT / "include" / "zerohop.h").read_text(encoding="utf-8")
     declared = set(re.findall(r"\b(zh_\w+)\s*\(", header))

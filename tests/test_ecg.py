@@ -538,7 +538,7 @@ def test_matplotlib_is_imported_on_a_thread_while_the_job_trains(monkeypatch):
     def broken() -> None:
         raise ImportError("no backend")
 
-    monkeypatch.setattr(plots, "_use_agg", broken)
+    monkeypatch.setattr(plots, "use_agg", broken)
     plots.import_in_background()()  # joined: the error stayed in the thread
     monkeypatch.undo()
     ready = plots.import_in_background()
@@ -554,7 +554,7 @@ def test_the_decoded_grid_is_one_set_of_axes_with_scale_bars_and_only_beat_windo
 
     from zerohop.ecg import plots
 
-    plots._use_agg()
+    plots.use_agg()
     decoded = np.sin(np.linspace(0, 3, 25 * 200)).reshape(25, 200) * 1.3
     grid = [(a, b) for b in (2.0, 1.0, 0.0, -1.0, -2.0) for a in (-2.0, -1.0, 0.0, 1.0, 2.0)]
     fig = plots.decoded_grid_figure(decoded, grid, -0.25, 360.0, "mV")

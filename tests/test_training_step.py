@@ -238,18 +238,18 @@ def test_closing_drops_the_compiled_functions_and_later_steps_run_plainly(monkey
 
 
 def test_the_report_says_how_the_steps_ran():
-    from zerohop.ecg.report import _step_mode
+    from zerohop.ecg.report import step_mode
 
     gpu = {"device": "cuda", "captured": True, "why_eager": None}
-    assert _step_mode({**gpu, "fused": False, "why_unfused": "asked"}) == \
+    assert step_mode({**gpu, "fused": False, "why_unfused": "asked"}) == \
         ", each step one CUDA graph replay"
-    assert _step_mode({**gpu, "fused": True, "why_unfused": None, "setup_seconds": 14.06}) == \
+    assert step_mode({**gpu, "fused": True, "why_unfused": None, "setup_seconds": 14.06}) == \
         ", each step one CUDA graph replay, kernels fused by torch.compile (14.1 s to warm " \
         "up, compile and capture)"
     failed = "compiling failed: RuntimeError: no C++ compiler found"
-    assert _step_mode({"device": "cpu", "captured": False, "why_eager": "not on a GPU",
+    assert step_mode({"device": "cpu", "captured": False, "why_eager": "not on a GPU",
                        "fused": False, "why_unfused": failed}) == f", not fused: {failed}"
-    assert _step_mode({"device": "cpu", "fused": False, "why_unfused": "asked"}) == ""
+    assert step_mode({"device": "cpu", "fused": False, "why_unfused": "asked"}) == ""
 
 
 FAULTS_PER_STEP = """

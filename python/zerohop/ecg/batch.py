@@ -17,9 +17,11 @@ import numpy as np
 from numpy.typing import NDArray
 
 from . import sources
+from .batch_report import write_batch_plots, write_batch_report
 from .config import Config, RecordOptions
 from .errors import EcgInputError
 from .output import Staging
+from .plots import held_out_label
 from .records import RecordFailure, find_records, where_it_lives
 from .workers import InProcess, backend, check_engine
 
@@ -328,15 +330,10 @@ def _run(config: Config, torch: ModuleType, world: _World, paths: Sequence[Path]
         plots: dict[str, Path] = {}
         assert output.path is not None  # rank 0 stages its output
         if config.plots:
-            from .batch_report import write_batch_plots
-            from .plots import held_out_label
-
             plots = write_batch_plots(output.path, every, offsets, mu_all, trained["losses"],
                                       trained["held_out"], trained["best_epoch"],
                                       held_out_label(trained["monitored_beats"],
                                                      trained["held_out_beats"]))
-        from .batch_report import write_batch_report
-
         report = write_batch_report(
             output.path / "report.md", backend=label, records=every, failures=failures,
             hand_offs=hand_offs, copied=copied, pooled=_pooled(every), outliers=outliers,

@@ -4,15 +4,15 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypedDict
+from typing import Any, TypedDict
 
 import numpy as np
 from numpy.typing import NDArray
 
-from .report import StepInfo, _bytes, _step_mode, held_out_note
+from . import plots
+from .records import RecordBeats, RecordFailure
+from .report import StepInfo, held_out_note, readable_bytes, step_mode
 
-if TYPE_CHECKING:
-    from .records import RecordBeats, RecordFailure
 
 
 class BatchTrainSummary(StepInfo):
@@ -92,7 +92,7 @@ def write_batch_report(path: Path, *, backend: str, records: Sequence[RecordBeat
               "the batch shared out among them")
            + ", gradients averaged every step, learning rate scaled with the square root of "
            f"the ranks' combined batch)" if train["ranks"] > 1 else "")
-        + _step_mode(train)
+        + step_mode(train)
         + f", {train_seconds:.2f} s ({train['beats_trained'] / max(train_seconds, 1e-9):,.0f} "
         f"beats/s, {train['steps']} steps); final loss {train['final_loss']:.5f}, held-out loss "
         f"{train['test_loss']:.5f}{held_out_note(train)} (mean squared error of normalised "
@@ -147,7 +147,7 @@ def write_batch_report(path: Path, *, backend: str, records: Sequence[RecordBeat
                   train["epoch_split"]), 1)]
     if plots:
         lines += ["", "## Figures", ""] + [f"![{name}]({p.name})" for name, p in plots.items()]
-    lines += ["", f"Memory of the rows: {_bytes(sum(h['bytes'] for h in hand_offs))}.", ""]
+    lines += ["", f"Memory of the rows: {readable_bytes(sum(h['bytes'] for h in hand_offs))}.", ""]
     path.write_text("\n".join(lines))
     return path
 
@@ -158,14 +158,12 @@ def write_batch_plots(out: Path, records: Sequence[RecordBeats],
                       held_out: Sequence[float] | None = None,
                       best_epoch: int | None = None,
                       held_out_label: str = "held-out") -> dict[str, Path]:
-    from .plots import _use_agg, draw_losses
-
-    _use_agg()
+    plots.use_agg()
     import matplotlib.pyplot as plt
 
     paths: dict[str, Path] = {}
     fig, ax = plt.subplots(figsize=(6, 4))
-    draw_losses(ax, losses, held_out, best_epoch, held_out_label)
+    plots.draw_losses(ax, losses, held_out, best_epoch, held_out_label)
     ax.set_title("LightVAE training and held-out loss")
     fig.tight_layout()
     paths["loss"] = out / "loss.png"

@@ -37,7 +37,7 @@ def _start_worker() -> None:
     the job handles it and shuts the workers down, which must not print tracebacks of their
     own meanwhile."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    plots._use_agg()
+    plots.use_agg()
     import matplotlib.pyplot  # noqa: F401
 
 

@@ -17,11 +17,11 @@ from numpy.typing import NDArray
 
 import zerohop
 
-from . import segment, sources
+from . import figure_workers, segment, sources
 from .config import ENERGY_SHOWN_S, TOLERANCE_S, Config
 from .detection import accuracy, check_detection, few_beats_warning
 from .errors import EcgInputError
-from .figure_workers import Drawing, figure_workers
+from .figure_workers import Drawing
 from .output import Staging
 from .plots import beat_classes, held_out_label, input_figures, model_figures
 from .report import Accuracy, Counts, HandOff, Outlier, Stage, write_report
@@ -309,7 +309,8 @@ def run(config: Config, say: Callable[[str], object] = print) -> Result:
         assert staging.path is not None  # made by `with staging`
         # Figure workers (on machines with cores to spare) start now: each imports matplotlib
         # while this process reads the recording and imports torch.
-        drawing = (cleanup.enter_context(Drawing(staging.path, figure_workers(usable_cores())))
+        drawing = (cleanup.enter_context(
+            Drawing(staging.path, figure_workers.figure_workers(usable_cores())))
                    if config.plots else None)
         data = _load(config, say, ledger)
         seg = _segment(config, data, ledger)

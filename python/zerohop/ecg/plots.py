@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from .sources import Truth
 
 
-def _use_agg() -> None:
+def use_agg() -> None:
     """Selects matplotlib's headless backend; call it before importing matplotlib.pyplot."""
     import matplotlib
 
@@ -35,7 +35,7 @@ def import_in_background() -> Callable[[], None]:
 
     def load() -> None:
         try:
-            _use_agg()
+            use_agg()
             import matplotlib.pyplot  # noqa: F401
         except Exception:  # noqa: BLE001 - draw reports it
             pass
@@ -75,7 +75,7 @@ INPUT_FIGURES = FIGURES[:3]
 def draw(name: str, out: Path, data: dict[str, Any]) -> Path:
     """Draws figure `name` from its own inputs (`input_figures`, `model_figures`) into
     `out`/`name`.png, in this process or a figure worker's, and returns the path."""
-    _use_agg()
+    use_agg()
     import matplotlib.pyplot as plt
 
     fig = _DRAWERS[name](plt, **data)

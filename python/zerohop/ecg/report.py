@@ -119,7 +119,7 @@ BEAT_CLASSES = {
 }
 
 
-def _bytes(n: float) -> str:
+def readable_bytes(n: float) -> str:
     for unit in ("B", "KiB", "MiB"):
         if n < 1024:
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
@@ -127,7 +127,7 @@ def _bytes(n: float) -> str:
     return f"{n:.1f} GiB"
 
 
-def _step_mode(train: StepInfo) -> str:
+def step_mode(train: StepInfo) -> str:
     """How the training steps ran: on a GPU, graphs and fusion; on the CPU, whose kernels."""
     fused = ""
     if train.get("fused"):
@@ -223,7 +223,7 @@ def write_report(path: Path, *, source: str, params: _Params, method: str,
         f"- LightVAE: batch {train['batch_size']}{_batch_note(train)}, final training loss "
         f"{train['final_loss']:.5f}, held-out loss {train['test_loss']:.5f}"
         f"{held_out_note(train)} ({train['device']}, {train['threads']} CPU "
-        f"thread(s){_step_mode(train)}); {train['converged']}",
+        f"thread(s){step_mode(train)}); {train['converged']}",
     ]
     if train.get("few"):
         lines.append(f"- **warning**: {train['few']}")
@@ -237,7 +237,7 @@ def write_report(path: Path, *, source: str, params: _Params, method: str,
         "|---|---|---|",
     ]
     for name, seconds, copied in stages:
-        lines.append(f"| {name} | {seconds:.4f} | {_bytes(copied)} |")
+        lines.append(f"| {name} | {seconds:.4f} | {readable_bytes(copied)} |")
     lines += [
         "",
         "Bytes copied count data moved between frameworks or stages; computing a new result "

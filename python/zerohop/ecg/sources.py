@@ -20,11 +20,13 @@ from numpy.typing import NDArray
 
 import zerohop
 
+from . import RECORD_100, csv_header, read_annotations, read_csv, read_wfdb, synthesize
+from .config import Config
 from .errors import EcgInputError
+from .text import plain_text
 
 if TYPE_CHECKING:
     from .._zerohop import Table, Tensor
-    from .config import Config
 
 RATE_RANGE = (50.0, 100_000.0)
 #: DLPack's device type of CUDA memory.
@@ -260,8 +262,6 @@ class _MissingCells(TypedDict, total=False):
 def _read_csv_table(path: Path, delimiter: str, fill: str, on_gpu: bool, where: str,
                     say: Callable[[str], object]) -> Table:
     """The file as a zerohop Table; missing cells as NaN unless --fill is "error"."""
-    from . import read_csv
-
     options: _MissingCells = {} if fill == "error" else {"empty": "nan", "nan": "allow"}
     try:
         if on_gpu and fill == "error":
@@ -322,8 +322,6 @@ def _time_rate(first: NDArray[Any], units: str | None,
 
 
 def _from_csv(config: Config, say: Callable[[str], object]) -> Input:
-    from . import csv_header
-    from .text import plain_text
 
     assert config.csv is not None  # load() reads a CSV file only when there is one
     path = Path(config.csv)
@@ -410,7 +408,6 @@ def _record_path(record: str | os.PathLike[str]) -> Path:
 
 
 def _from_wfdb(config: Config, say: Callable[[str], object]) -> Input:
-    from . import read_annotations, read_wfdb
 
     assert config.wfdb is not None  # load() and _bundled() call this only with a record
     record = _record_path(config.wfdb)
@@ -445,7 +442,6 @@ def _from_wfdb(config: Config, say: Callable[[str], object]) -> Input:
 
 
 def _synthetic(config: Config, say: Callable[[str], object]) -> Input:
-    from . import synthesize
 
     hours = config.synthetic_hours
     assert hours is not None  # load() generates a signal only when asked to
@@ -468,7 +464,6 @@ def _synthetic(config: Config, say: Callable[[str], object]) -> Input:
 
 
 def _bundled(config: Config, say: Callable[[str], object]) -> Input:
-    from . import RECORD_100
 
     config.wfdb = RECORD_100
     data = _from_wfdb(config, say)

@@ -47,9 +47,13 @@ $(VENV)/.demo-installed: requirements-demo.txt
 
 venv: $(VENV)/.installed
 
-# The extension, built in release mode so tests and benches see real speed.
+# The library's extension, then the ECG app's package (apps/ecg: its own extension over the
+# zerohop-ecg crate, a client of the library's public API), built in release mode so tests and
+# benches see real speed.
+APP_DEVELOP = cd apps/ecg && VIRTUAL_ENV=$(abspath $(VENV)) $(abspath $(MATURIN)) develop --release -q
 develop: venv
 	$(MATURIN) develop --release -q
+	$(APP_DEVELOP)
 
 fmt-check:
 	cargo fmt --all -- --check
@@ -91,6 +95,9 @@ miri:
 
 pytest: develop
 	$(PY) -m pytest -q tests
+	# The ECG app's own tests (apps/ecg/tests, their own conftest) and its layer check.
+	$(PY) -m pytest -q apps/ecg/tests
+	$(PY) scripts/check-app.py
 	# TensorFlow in a process of its own: its LLVM and torch's triton abort together.
 	ZEROHOP_TENSORFLOW_TESTS=1 $(PY) -m pytest -q -p no:cacheprovider tests/test_tensorflow.py
 
@@ -103,11 +110,10 @@ stubtest: develop
 # pure-Python modules annotated so far, checked as strictly.
 typecheck: develop
 	$(PY) -m mypy --config-file tests/typing/mypy.ini tests/typing/public_api.py
-	cd python && ../$(PY) -m mypy --config-file ../tests/typing/mypy.ini -m zerohop.memory -m zerohop._install -m zerohop.cuda \
-	  -m zerohop.tour -m zerohop.ecg.text -m zerohop.ecg.output -m zerohop.ecg.errors -m zerohop.ecg.adam \
-	  -m zerohop.ecg.step -m zerohop.ecg.cpu_pass -m zerohop.ecg.report -m zerohop.ecg.batch_report -m zerohop.ecg.plots -m zerohop.ecg.figure_workers \
-	  -m zerohop.ecg.sources -m zerohop.ecg.records -m zerohop.ecg.workers -m zerohop.ecg.vae \
-	  -m zerohop.ecg.pipeline -m zerohop.ecg.batch -m zerohop.ecg.__main__ -m zerohop.ecg.malloc -m zerohop.ecg
+	cd python && ../$(PY) -m mypy --config-file ../tests/typing/mypy.ini -m zerohop.memory -m zerohop._install -m zerohop.cuda -m zerohop.tour
+	# The ECG app, every module, as strictly.
+	cd apps/ecg/python && ../../../$(PY) -m mypy --config-file ../../../tests/typing/mypy.ini \
+	  -m zerohop_ecg -m zerohop_ecg.kernels -m zerohop_ecg.config -m zerohop_ecg.detection -m zerohop_ecg.text -m zerohop_ecg.output -m zerohop_ecg.errors -m zerohop_ecg.adam -m zerohop_ecg.step -m zerohop_ecg.cpu_pass -m zerohop_ecg.report -m zerohop_ecg.batch_report -m zerohop_ecg.plots -m zerohop_ecg.figure_workers -m zerohop_ecg.sources -m zerohop_ecg.records -m zerohop_ecg.workers -m zerohop_ecg.vae -m zerohop_ecg.pipeline -m zerohop_ecg.batch -m zerohop_ecg.__main__ -m zerohop_ecg.malloc
 	$(PY) tests/typing/public_api.py
 
 # The reference site (mkdocs.yml, docs/ -> site/), every MkDocs warning an error.
@@ -162,7 +168,8 @@ install:
 
 demo: $(VENV)/.demo-installed
 	$(MATURIN) develop --release -q
-	$(PY) -m zerohop.ecg --out out/ecg
+	$(APP_DEVELOP)
+	$(PY) -m zerohop_ecg --out out/ecg
 
 bench: develop
 	$(PY) -m pip install -q -r requirements-bench.txt
@@ -173,6 +180,8 @@ bench: develop
 	$(PY) bench/table_tensors.py --out bench/results/table_tensors.md
 	$(PY) bench/ecg_pipeline.py --out bench/results/ecg_pipeline_cpu.md
 	BENCH_DATE=$$(date -u +%F) ZEROHOP_BENCH_OUT=bench/results/memory_pool.md cargo bench -p zerohop --bench memory
+	# docs/benchmarks.md is generated from bench/results/.
+	$(PY) scripts/benchmarks-page.py
 
 # The `tch` feature needs the libtorch its tch release pins (tch 0.26: torch 2.13), which is
 # not the venv's torch, so it has a venv of its own and is not part of `make test` (see the

@@ -19,7 +19,7 @@ from datetime import date
 
 import numpy as np
 
-import zerohop.ecg as ecg
+import zerohop_ecg as ecg
 from benchlib import emit
 
 TOLERANCE_S, MARGIN_S = 0.150, 5.0

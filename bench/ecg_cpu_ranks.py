@@ -26,7 +26,7 @@ from benchlib import emit
 
 def make_beats(hours, path):
     import numpy as np
-    import zerohop.ecg as ecg
+    import zerohop_ecg as ecg
 
     signal, _, _ = ecg.synthesize(hours * 3600.0, rate=360.0, heart_rate=70.0, ectopic=0.05,
                                   day_swing=0.3, seed=7)
@@ -47,7 +47,7 @@ def worker(args):
         cpus = sorted(os.sched_getaffinity(0))
         os.sched_setaffinity(0, cpus[rank * args.threads:(rank + 1) * args.threads])
     dist.init_process_group("gloo")
-    from zerohop.ecg.vae import train
+    from zerohop_ecg.vae import train
 
     beats = np.load(args.worker, mmap_mode="r")
     n = len(beats)

@@ -45,7 +45,7 @@ def run_job(folder, ranks, device, epochs, graph, batch=None, fuse=False, limit=
             per_rank=False, lr_factor=1.0):
     out = Path(tempfile.mkdtemp()) / "out"
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node",
-           str(ranks), "-m", "zerohop.ecg", "--records", str(folder), "--device", device,
+           str(ranks), "-m", "zerohop_ecg", "--records", str(folder), "--device", device,
            "--epochs", str(epochs), "--no-plots", "--no-progress", "--out", str(out),
            # Every held-out beat each epoch: a sample of them would differ between 1 and 2
            # ranks (each rank samples its own), and the target loss is compared across both.

@@ -1,7 +1,7 @@
 """The whole ECG job on a day-long (Holter) recording read from a CSV file, as a lab exports
 it: a 24-hour synthetic record (70 bpm ± 30 % over the day, 5 % ectopic beats, wander and
 noise) written with a time column in seconds and the lead in mV, then
-`python -m zerohop.ecg --csv FILE` run in a fresh process per run (interpreter start and
+`python -m zerohop_ecg --csv FILE` run in a fresh process per run (interpreter start and
 `import torch` included, plots included), timed from outside, with its peak memory.
 
     python bench/ecg_holter.py [--device cpu] [--device cuda] [--runs 2] [--hours 24]
@@ -47,7 +47,7 @@ def write_record(path, hours, seed=7):
     import pyarrow as pa
     import pyarrow.csv as pc
 
-    import zerohop.ecg as ecg
+    import zerohop_ecg as ecg
 
     signal, peaks, _ = ecg.synthesize(hours * 3600.0, rate=RATE, heart_rate=70.0, seed=seed,
                                       day_swing=0.3, ectopic=0.05)
@@ -61,7 +61,7 @@ def write_record(path, hours, seed=7):
 
 
 def run_job(csv, device, out, show=False, pythonpath=None):
-    cmd = [sys.executable, "-m", "zerohop.ecg", "--csv", csv, "--device", device, "--out", out]
+    cmd = [sys.executable, "-m", "zerohop_ecg", "--csv", csv, "--device", device, "--out", out]
     env = None if pythonpath is None else {**os.environ, "PYTHONPATH": pythonpath}
     done = subprocess.run([sys.executable, "-c", WRAPPER, *cmd], capture_output=True, text=True,
                           env=env)
@@ -104,7 +104,7 @@ def main():
             "",
             f"{samples:,} samples at {RATE:g} Hz ({beats:,} beats), a {size / 2**20:.0f} MiB "
             f"CSV (time in s, MLII in mV; written in {written:.1f} s, not timed below). "
-            "`python -m zerohop.ecg --csv FILE --device D`, a fresh process per run, plots "
+            "`python -m zerohop_ecg --csv FILE --device D`, a fresh process per run, plots "
             "included; wall time from outside the process.",
             "",
             "| device | build | run | wall (s) | read CSV (s) | training (s) | plots (s) | "

@@ -23,7 +23,7 @@ RATE = 250.0
 def run_zerohop(csv):
     import torch
 
-    import zerohop.ecg as ecg
+    import zerohop_ecg as ecg
 
     times = {}
     t = time.perf_counter()
@@ -90,7 +90,7 @@ def main():
     import torch
 
     import zerohop
-    import zerohop.ecg as ecg
+    import zerohop_ecg as ecg
 
     with tempfile.TemporaryDirectory() as tmp:
         csv = Path(tmp) / "ecg.csv"

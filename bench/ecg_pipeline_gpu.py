@@ -4,7 +4,7 @@
   (CUDA initialised, kernels loaded, the file in the page cache, staging buffers pinned);
 - cold: the same in a fresh process, CUDA initialisation included, imports excluded (the
   kernels' PTX comes from the on-disk cache, as on any run but a machine's first);
-- the whole job: `python -m zerohop.ecg --csv … --epochs 2 --no-plots`, wall clock.
+- the whole job: `python -m zerohop_ecg --csv … --epochs 2 --no-plots`, wall clock.
 
 zerohop on the GPU reads the CSV through pinned buffers into device memory and parses it
 there, then runs its NVRTC kernels; zerohop on the CPU parses and segments on all cores; the
@@ -58,7 +58,7 @@ def run_zerohop(csv, mode):
     import torch
 
     import zerohop.cuda
-    import zerohop.ecg as ecg
+    import zerohop_ecg as ecg
     import zerohop.memory as zm
 
     started = time.perf_counter()
@@ -117,7 +117,7 @@ def run_reference(csv, mode):
 def run_csv_readers(csv, mode):
     """The warm CSV read to device memory alone, with the reading threads `mode` names."""
     os.environ["ZEROHOP_CSV_READERS"] = mode.rsplit("-", 1)[1]
-    import zerohop.ecg as ecg
+    import zerohop_ecg as ecg
 
     for _ in range(2):                           # the first read pins and loads; the second counts
         t = time.perf_counter()
@@ -156,14 +156,14 @@ def report_stages(report):
 
 
 def whole_job(csv, device, runs=2):
-    """Wall seconds of `python -m zerohop.ecg` on the CSV, 2 epochs, no plots, and the stage
+    """Wall seconds of `python -m zerohop_ecg` on the CSV, 2 epochs, no plots, and the stage
     times its report gives (the best of `runs`)."""
     best = None
     for _ in range(runs):
         with tempfile.TemporaryDirectory() as out:
             t = time.perf_counter()
             done = subprocess.run(
-                [sys.executable, "-m", "zerohop.ecg", "--csv", str(csv), "--rate", str(RATE),
+                [sys.executable, "-m", "zerohop_ecg", "--csv", str(csv), "--rate", str(RATE),
                  "--method", "blog", "--device", device, "--epochs", "2", "--no-plots",
                  "--no-progress", "--out", out], capture_output=True, text=True)
             wall = time.perf_counter() - t
@@ -203,7 +203,7 @@ def main():
     import torch
 
     import zerohop
-    import zerohop.ecg as ecg
+    import zerohop_ecg as ecg
 
     with tempfile.TemporaryDirectory() as tmp:
         csv = Path(tmp) / "ecg.csv"
@@ -213,7 +213,7 @@ def main():
                 ("reference", "zerohop", "zerohop-cpu", "reference-cold", "zerohop-cold")}
         jobs = {device: whole_job(csv, device) for device in ("cuda", "cpu")}
         readers = {n: measure(f"csv-readers-{n}", csv) for n in READERS}
-        imports = {m: import_seconds(m) for m in ("torch", "zerohop.ecg")}
+        imports = {m: import_seconds(m) for m in ("torch", "zerohop_ecg")}
     ref, zh, cpu = runs["reference"], runs["zerohop"], runs["zerohop-cpu"]
     report = zh["report"]
     csv_gbs = report["bytes"] / zh["times"]["load CSV"] / 1e9
@@ -259,7 +259,7 @@ def main():
         f"{warm:.1f}× the reference, {vs_cpu:.1f}× zerohop CPU | ≥ 15×, ≥ 5× |",
         f"| cold, fresh process (CUDA init, no imports) | {total(runs['reference-cold']):.3f} | "
         f"{total(runs['zerohop-cold']):.3f} | — | {cold:.1f}× | ≥ 3× |",
-        f"| whole job (`python -m zerohop.ecg`, 2 epochs, no plots) | — | {jobs['cuda'][0]:.2f} | "
+        f"| whole job (`python -m zerohop_ecg`, 2 epochs, no plots) | — | {jobs['cuda'][0]:.2f} | "
         f"{jobs['cpu'][0]:.2f} | {jobs['cpu'][0] / jobs['cuda'][0]:.1f}× zerohop CPU | ≤ 3 s |",
         f"| CSV read | {size / ref['times']['load CSV'] / 1e9:.2f} GB/s (to host) | "
         f"{csv_gbs:.2f} GB/s (to device) | {size / cpu['times']['load CSV'] / 1e9:.2f} GB/s "
@@ -274,8 +274,8 @@ def main():
         "|---|---|",
         f"| a fresh interpreter importing torch (alone: {imports['torch'][0]:.2f} s wall) | "
         f"{imports['torch'][1]:.2f} |",
-        f"| importing zerohop.ecg (alone, fresh: {imports['zerohop.ecg'][0]:.2f} s wall) | "
-        f"{imports['zerohop.ecg'][1]:.2f} |",
+        f"| importing zerohop_ecg (alone, fresh: {imports["zerohop_ecg"][0]:.2f} s wall) | "
+        f"{imports["zerohop_ecg"][1]:.2f} |",
     ]
     job_wall, job_stages = jobs["cuda"]
     lines += [f"| stage: {name} | {seconds:.3f} |" for name, seconds in job_stages]

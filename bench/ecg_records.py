@@ -28,7 +28,7 @@ RATE = 360.0
 
 
 def make_records(folder, count, minutes):
-    import zerohop.ecg as ecg
+    import zerohop_ecg as ecg
 
     for i in range(count):
         signal, _, _ = ecg.synthesize(minutes * 60.0, rate=RATE, heart_rate=60.0 + (i % 5) * 10,
@@ -41,8 +41,8 @@ def make_records(folder, count, minutes):
 
 
 def scale(folder, workers_list, threads=None, paths=None):
-    from zerohop.ecg.records import RecordFailure, RecordOptions, find_records
-    from zerohop.ecg.workers import LocalProcesses, boot_id
+    from zerohop_ecg.records import RecordFailure, RecordOptions, find_records
+    from zerohop_ecg.workers import LocalProcesses, boot_id
 
     paths = paths if paths is not None else find_records(str(folder))
     options = RecordOptions(shared_on=boot_id(), job_pid=os.getpid())
@@ -75,7 +75,7 @@ def counts(folder, numbers, workers):
     per worker, and that must cost neither throughput nor descriptors."""
     import threading
 
-    from zerohop.ecg.records import find_records
+    from zerohop_ecg.records import find_records
 
     paths = find_records(str(folder))
     out = []

@@ -4,7 +4,7 @@ whose time grows with the batch is bound by the GPU's work; one whose time does 
 launching kernels (or, for a graph, by the kernels' fixed cost). `--fuse` adds the step
 compiled by torch.compile (fused kernels) and replayed, at the batches `--fused-batches`
 names (each compiles anew: tens of seconds). On the CPU (or with `--cpu` on a GPU machine)
-it compares the step through zerohop's CPU training kernels (zerohop.ecg.cpu_pass) with the
+it compares the step through zerohop's CPU training kernels (zerohop_ecg.cpu_pass) with the
 same step through torch's autograd, alternating them, on every thread torch uses.
 
     python bench/ecg_step.py [--width 256] [--fuse] [--fused-batches 64,…] [--cpu] [--out FILE]
@@ -19,10 +19,10 @@ from datetime import date
 import torch
 
 from benchlib import emit
-from zerohop.ecg import cpu_pass
-from zerohop.ecg.malloc import keep_freed_memory
-from zerohop.ecg.step import TrainingStep
-from zerohop.ecg.vae import LightVAE, vae_loss
+from zerohop_ecg import cpu_pass
+from zerohop_ecg.malloc import keep_freed_memory
+from zerohop_ecg.step import TrainingStep
+from zerohop_ecg.vae import LightVAE, vae_loss
 
 BATCHES = (64, 128, 256, 512, 1024, 2048, 4096)
 
@@ -62,7 +62,7 @@ def cpu_kernels_table(width, rounds=3):
     """ms per CPU step through torch's autograd and through zerohop's kernels, alternated
     `rounds` times (the median of each kept): the host's drift hits both alike."""
     lines = ["", f"CPU step, {torch.get_num_threads()} threads: torch's autograd against "
-             f"zerohop's training kernels (zerohop.ecg.cpu_pass; median of {rounds} alternated "
+             f"zerohop's training kernels (zerohop_ecg.cpu_pass; median of {rounds} alternated "
              "runs of 40 steps; forward, backward and Adam)", "",
              "| batch | autograd ms/step | zerohop kernels ms/step | speed-up |",
              "|---:|---:|---:|---:|"]

@@ -2,7 +2,7 @@
 started (interpreter start included): each phase's start and end, and on which thread, so the
 phases on the critical path show (the ones nothing else overlaps).
 
-    python bench/ecg_timeline.py [--json FILE] -- <arguments of python -m zerohop.ecg>
+    python bench/ecg_timeline.py [--json FILE] -- <arguments of python -m zerohop_ecg>
 
 e.g. `python bench/ecg_timeline.py -- --csv holter.csv --device cuda --out /tmp/o`. The job
 runs in this process, unchanged; the phases are timed by wrapping the functions the job calls
@@ -60,11 +60,11 @@ def timed(name: str, fn):  # type: ignore[no-untyped-def]
 
 
 def _install() -> None:
-    import zerohop.ecg as ecg
-    from zerohop.ecg import figure_workers, output, report, sources
+    import zerohop_ecg as ecg
+    from zerohop_ecg import figure_workers, output, report, sources
 
     _record("interpreter, zerohop and NumPy imported", 0.0)
-    ecg.segment = timed("detection (zerohop.ecg.segment)", ecg.segment)
+    ecg.segment = timed("detection (zerohop_ecg.segment)", ecg.segment)
     sources.load = timed("read the recording (sources.load)", sources.load)
     sources.require_rest_of_job = timed("checks before torch's import starts",
                                         sources.require_rest_of_job)
@@ -81,7 +81,7 @@ def _install() -> None:
 
     def _load(self):  # type: ignore[no-untyped-def]
         begun = _now()
-        import zerohop.ecg.vae as vae
+        import zerohop_ecg.vae as vae
 
         _record("import torch and the model", begun)
         original_train = vae.train
@@ -116,7 +116,7 @@ def main() -> int:
     # finalisation and the process's exit (a GPU's context torn down).
     atexit.register(lambda: print(f"exit hooks done at {_now():.2f} s", flush=True))
     _install()
-    from zerohop.ecg.__main__ import main as job
+    from zerohop_ecg.__main__ import main as job
 
     begun = _now()
     rc = job(argv)

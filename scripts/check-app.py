@@ -158,6 +158,11 @@ class Package:
         self.root, self.name = root, name
         files = sorted(p for p in root.rglob("*.py") if "__pycache__" not in p.parts)
         self.modules = {module_name(root, name, p): p for p in files}
+        # Extension modules (a stub or a built library beside the sources, no .py): leaves of
+        # the graph, since compiled code imports none of the package's Python modules.
+        native = (p for p in root.rglob("*") if p.suffix in (".pyi", ".so", ".pyd"))
+        self.native = {module_name(root, name, p.with_name(p.name.split(".")[0] + ".py"))
+                       for p in native} - set(self.modules)
 
     def inside(self, dotted: str) -> bool:
         return dotted == self.name or dotted.startswith(self.name + ".")
@@ -236,6 +241,8 @@ class Package:
             names = []
             for alias in node.names:
                 full = source if alias.name == "*" else f"{source}.{alias.name}"
+                if self.inside(full) and full in self.native:
+                    continue
                 if self.inside(full) and full in self.modules:
                     edge(full, site)
                 elif self.inside(source):

@@ -93,7 +93,7 @@ $PY bench/ecg_holter.py --device cuda --device cpu --runs 2 --out "$OUT/ecg_holt
   | tail -8 | tee "$OUT/holter.log" || status=1
 # The flagship job on the GPU (plots only where matplotlib is installed).
 plots=$($PY -c 'import matplotlib' 2>/dev/null && echo "" || echo "--no-plots")
-$PY -m zerohop.ecg --device cuda --out "$OUT/ecg-gpu" $plots 2>&1 | tail -20 | tee "$OUT/ecg-gpu.log" || status=1
+$PY -m zerohop_ecg --device cuda --out "$OUT/ecg-gpu" $plots 2>&1 | tail -20 | tee "$OUT/ecg-gpu.log" || status=1
 # The const-input guard's device fingerprint against the host's, a one-byte write caught, and
 # its cost beside a device-to-device copy (crates/zerohop/examples/guard_cuda.rs).
 if [ -x .carry/guard_cuda ]; then

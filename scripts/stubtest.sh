@@ -5,7 +5,8 @@
 #
 #   scripts/stubtest.sh         the extension's stubs (python/zerohop/_zerohop*.pyi) against
 #                               the built zerohop._zerohop, and the package's public modules
-#                               (zerohop, .memory, .cuda, .ecg, .tour) against what they
+#                               (zerohop, .memory, .cuda, .tour) and the ECG app's (zerohop_ecg, its
+#                               extension _native) against what they
 #                               define when imported
 #   scripts/stubtest.sh --all   every module of the package, the ECG job's stages too
 #   PY=/path/to/python scripts/stubtest.sh    another interpreter (default .venv/bin/python)
@@ -17,9 +18,9 @@
 # runtime does not need torch's types.
 #
 # Two shims, both confined to the stubtest process:
-# - The extension's `memory`, `ecg` and `cuda` are module objects that PyO3 does not put in
+# - The extension's `memory` and `cuda` are module objects that PyO3 does not put in
 #   sys.modules, so no import name reaches them; their stubs are the stub-only modules
-#   zerohop._zerohop_memory, _zerohop_ecg and _zerohop_cuda. Before stubtest imports anything,
+#   zerohop._zerohop_memory and _zerohop_cuda. Before stubtest imports anything,
 #   those names are bound in sys.modules to the extension's very objects, so each stub is
 #   compared with the object it describes. Nothing else about the runtime is changed.
 # - stubtest always adds a package's submodules to the modules named; without --all, it is
@@ -28,8 +29,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PY:-.venv/bin/python}
 
-modules=(zerohop zerohop._zerohop zerohop._zerohop_memory zerohop._zerohop_ecg
-    zerohop._zerohop_cuda zerohop.memory zerohop.cuda zerohop.ecg zerohop.tour)
+modules=(zerohop zerohop._zerohop zerohop._zerohop_memory
+    zerohop._zerohop_cuda zerohop.memory zerohop.cuda zerohop.tour
+    zerohop_ecg zerohop_ecg._native)
 all=0
 if [[ ${1:-} == --all ]]; then
     shift
@@ -45,7 +47,7 @@ cat >"$config" <<'INI'
 follow_imports = skip
 INI
 
-"$PY" - "$all" --mypy-config-file "$config" --allowlist scripts/stubtest-allowlist.txt "$@" \
+MYPYPATH=apps/ecg/python "$PY" - "$all" --mypy-config-file "$config" --allowlist scripts/stubtest-allowlist.txt "$@" \
     "${modules[@]}" <<'PYTHON'
 import inspect
 import sys
@@ -54,7 +56,7 @@ import mypy.stubtest as stubtest
 
 import zerohop._zerohop as extension
 
-for name in ("memory", "ecg", "cuda"):
+for name in ("memory", "cuda"):
     sys.modules[f"zerohop._zerohop_{name}"] = getattr(extension, name)
 
 everything = sys.argv.pop(1) == "1"

@@ -77,6 +77,18 @@ def test_an_acyclic_package_using_zerohop_in_public_passes(tmp_path):
     )
 
 
+def test_an_extension_module_is_a_leaf_not_the_package(tmp_path):
+    """`from . import _native` names a compiled module (its stub beside the sources), which
+    imports nothing of the package: no edge back to __init__, so no false cycle."""
+    report = check(tmp_path, {
+        "__init__.py": "from .kernels import run\n",
+        "kernels.py": "from . import _native\nrun = _native.run\n",
+        "_native.pyi": "def run() -> None: ...\n",
+    })
+    assert not report.cycles
+    assert ("app.kernels", "app") not in edges(report)
+
+
 def test_a_cycle_through_a_function_local_import_is_caught(tmp_path):
     root = package(tmp_path, {
         "pipeline.py": "from .records import find\n",

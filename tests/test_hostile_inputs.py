@@ -18,7 +18,6 @@ import pytest
 
 import zerohop
 import zerohop.cuda
-import zerohop.ecg as ecg
 import zerohop.memory as zm
 from conftest import assert_all_freed_once
 
@@ -335,6 +334,7 @@ CSV = {
 
 @pytest.mark.parametrize("case", sorted(CSV))
 def test_hostile_csv(case, tmp_path):
+    ecg = pytest.importorskip("zerohop_ecg")  # the ECG app's CSV reader (apps/ecg)
     data, options, message = CSV[case]
     path = tmp_path / f"{case}.csv"
     path.write_bytes(data)
@@ -345,6 +345,7 @@ def test_hostile_csv(case, tmp_path):
 
 
 def test_csv_missing_file(tmp_path):
+    ecg = pytest.importorskip("zerohop_ecg")
     missing = tmp_path / "nope.csv"
     with pytest.raises(OSError, match="nope.csv"):  # csv-missing-file
         ecg.read_csv(str(missing))

@@ -1,5 +1,6 @@
 """The package as a user meets it: submodules reachable from `import zerohop`, lazily (no torch
-imported by `import zerohop` or `zerohop.ecg`), and the tour's honest output without torch."""
+imported by `import zerohop`), the tour's honest output without torch, and a wheel that holds the
+library only (the ECG app is its own package, apps/ecg)."""
 
 import subprocess
 import sys
@@ -13,7 +14,7 @@ def run(code):
 
 
 def test_submodules_are_attributes_of_the_package():
-    for name in ("memory", "cuda", "ecg", "tour"):
+    for name in ("memory", "cuda", "tour"):
         assert getattr(zerohop, name).__name__ == f"zerohop.{name}"
         assert name in dir(zerohop)
     assert zerohop.memory.System is not None
@@ -29,9 +30,29 @@ def test_a_missing_attribute_is_an_attribute_error():
 
 
 def test_importing_zerohop_and_its_submodules_never_imports_torch():
-    code = ("import sys, zerohop; loaded = 'zerohop.memory' in sys.modules; zerohop.ecg; "
+    code = ("import sys, zerohop; loaded = 'zerohop.memory' in sys.modules; zerohop.cuda; "
             "zerohop.memory; print(loaded, 'torch' in sys.modules)")
     assert run(code) == "False False"
+
+
+def test_the_installed_library_holds_no_ecg_module():
+    """The wheel packs the package folder (maturin's python-source) and the extension: no file
+    there is an ECG module, kernel or recording, and the extension has no ECG functions;
+    `zerohop.ecg` points to the app's package."""
+    from pathlib import Path
+
+    folder = Path(zerohop.__file__).parent
+    packed = [p.relative_to(folder).as_posix() for p in folder.rglob("*")
+              if "__pycache__" not in p.parts]
+    assert "__init__.py" in packed and any(p.startswith("_zerohop.") for p in packed), packed
+    assert not [p for p in packed if "ecg" in p.lower()]
+    assert not hasattr(zerohop._zerohop, "ecg")
+    try:
+        zerohop.ecg
+    except AttributeError as err:
+        assert "zerohop-ecg" in str(err) and "zerohop_ecg" in str(err)
+    else:
+        raise AssertionError("zerohop.ecg should point to the app")
 
 
 def test_the_tour_does_not_claim_torch_ran_without_torch():

@@ -374,17 +374,6 @@ def test_the_documented_multiprocessing_example_runs(tmp_path):
     assert out.stdout.split() == ["1000000.0", "True"]
 
 
-def test_the_readme_multiprocessing_example_runs(tmp_path):
-    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
-    match = re.search(r"## Across processes.*?```python\n(.*?)```", readme, re.S)
-    assert match, "no example in the README's 'Across processes' section"
-    script = tmp_path / "readme_example.py"
-    script.write_text(match.group(1))
-    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
-                         timeout=120)
-    assert out.returncode == 0, out.stderr
-
-
 @pytest.mark.skipif(zerohop.cuda.is_available(), reason="tests a receiver without a GPU")
 def test_cuda_data_staged_for_another_machine_needs_a_gpu_there():
     """A staged CUDA tensor or table (`staged_from` in its state) rebuilt where there is no

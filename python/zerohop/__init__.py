@@ -70,13 +70,13 @@ class NoSuchColumnError(KeyError, ValueError):
 
 #: Submodules reachable as attributes (``zerohop.memory`` after ``import zerohop``), imported
 #: on first use so that ``import zerohop`` stays fast and never imports torch.
-_SUBMODULES = ("cuda", "ecg", "memory", "tour")
+_SUBMODULES = ("cuda", "memory", "tour")
 
 # For type checkers only (False at run time, and no `typing` import): the same submodules,
 # so that `zerohop.memory` is typed after `import zerohop`.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from . import cuda, ecg, memory, tour
+    from . import cuda, memory, tour
 
 
 def __getattr__(name):
@@ -84,6 +84,10 @@ def __getattr__(name):
         import importlib
 
         return importlib.import_module(f"{__name__}.{name}")
+    if name == "ecg":
+        raise AttributeError(
+            "zerohop.ecg moved out of the library: the ECG app is its own package, zerohop-ecg "
+            "(apps/ecg in the repository; `import zerohop_ecg`, or run `zerohop-ecg`)")
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
@@ -95,5 +99,5 @@ __all__ = [
     "CopyWarning", "CudaError", "DLPACK_VERSION", "NoSuchColumnError", "OutOfMemoryError",
     "Table",
     "Tensor", "__version__", "pickling",
-    "cuda", "ecg", "from_arrow", "from_dlpack", "memory", "zeros",
+    "cuda", "from_arrow", "from_dlpack", "memory", "zeros",
 ]

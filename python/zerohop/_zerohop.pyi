@@ -1,10 +1,10 @@
 # Type stubs for the `zerohop._zerohop` extension module (crates/zerohop-python/src/*.rs).
 # Checked against the built module by scripts/stubtest.sh (mypy's stubtest).
 #
-# The extension's `memory`, `ecg` and `cuda` attributes are module objects that PyO3 does not
+# The extension's `memory` and `cuda` attributes are module objects that PyO3 does not
 # register in sys.modules: `from zerohop._zerohop import memory` works, `import
 # zerohop._zerohop.memory` does not. Their contents are described by the stub-only modules
-# `_zerohop_memory.pyi`, `_zerohop_ecg.pyi` and `_zerohop_cuda.pyi` next to this file, bound
+# `_zerohop_memory.pyi` and `_zerohop_cuda.pyi` next to this file, bound
 # here as attributes (there is no runtime module of those names to import).
 
 import sys
@@ -26,7 +26,6 @@ from typing import (
 from numpy.typing import NDArray
 
 from . import _zerohop_cuda as cuda
-from . import _zerohop_ecg as ecg
 from . import _zerohop_memory as memory
 
 __all__ = [
@@ -45,7 +44,6 @@ __all__ = [
     "OutOfMemoryError",
     "CudaError",
     "memory",
-    "ecg",
     "cuda",
 ]
 

@@ -10,7 +10,7 @@ import pytest
 
 import zerohop
 import zerohop.cuda
-import zerohop.ecg as ecg
+import zerohop_ecg as ecg
 import zerohop.memory as zm
 
 torch = pytest.importorskip("torch")
@@ -201,7 +201,7 @@ def test_the_ecg_job_reads_its_csv_on_the_gpu(tmp_path):
     signal, *_ = ecg.synthesize(120, rate=250, seed=1)
     path = tmp_path / "ecg.csv"
     path.write_text("mv\n" + "\n".join(f"{v:.4f}" for v in np.from_dlpack(signal)) + "\n")
-    from zerohop.ecg.pipeline import Config, run
+    from zerohop_ecg.pipeline import Config, run
 
     result = run(Config(csv=path, rate=250.0, device="cuda", epochs=1, plots=False,
                         progress=False, out=tmp_path / "out"), say=lambda *_: None)
@@ -217,7 +217,7 @@ def test_a_lab_export_with_gaps_reads_and_draws_on_the_gpu_without_torch_in_the_
         lines[k] = lines[k].split(",")[0] + ","
     path = tmp_path / "export.csv"
     path.write_text("time_s,MLII\n" + "\n".join(lines) + "\n")
-    from zerohop.ecg.pipeline import Config, run
+    from zerohop_ecg.pipeline import Config, run
 
     result = run(Config(csv=path, device="cuda", fill="interpolate", epochs=1, plots=True,
                         progress=False, out=tmp_path / "out"), say=lambda *_: None)

@@ -7,7 +7,7 @@ import pytest
 
 import zerohop
 import zerohop.cuda
-import zerohop.ecg as ecg
+import zerohop_ecg as ecg
 
 torch = pytest.importorskip("torch")
 pytestmark = pytest.mark.skipif(
@@ -81,7 +81,7 @@ def test_bad_input_is_refused_cleanly():
 
 
 COLD = """
-import time, numpy as np, zerohop.cuda, zerohop.ecg as ecg
+import time, numpy as np, zerohop.cuda, zerohop_ecg as ecg
 zerohop.cuda.preload_nvrtc()
 signal = np.zeros(100_000, np.float32)
 started = time.perf_counter()

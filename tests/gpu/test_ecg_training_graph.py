@@ -1,4 +1,4 @@
-"""The job's training step captured in a CUDA graph (zerohop.ecg.step) on a GPU: it trains as
+"""The job's training step captured in a CUDA graph (zerohop_ecg.step) on a GPU: it trains as
 the eager step does, short batches run eagerly beside it, and under torchrun with two GPUs
 the all-reduce is captured with the rest. Skipped without a GPU."""
 
@@ -10,9 +10,9 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from zerohop.ecg import step as training  # noqa: E402
-from zerohop.ecg.step import TrainingStep  # noqa: E402
-from zerohop.ecg.vae import LightVAE, train  # noqa: E402
+from zerohop_ecg import step as training  # noqa: E402
+from zerohop_ecg.step import TrainingStep  # noqa: E402
+from zerohop_ecg.vae import LightVAE, train  # noqa: E402
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 
@@ -94,7 +94,7 @@ def test_training_on_the_gpu_captures_its_steps_and_learns():
 
 RANKS = """
 import torch, torch.distributed as dist
-from zerohop.ecg.vae import train
+from zerohop_ecg.vae import train
 dist.init_process_group("nccl")
 rank = dist.get_rank()
 torch.cuda.set_device(rank)
@@ -131,7 +131,7 @@ def test_two_gpus_capture_the_all_reduce_and_stay_identical(tmp_path):
 
 
 def test_warming_up_the_gpu_changes_no_random_stream():
-    from zerohop.ecg.vae import warm_up_in_background
+    from zerohop_ecg.vae import warm_up_in_background
 
     cpu, gpu = torch.random.get_rng_state(), torch.cuda.get_rng_state()
     warm_up_in_background("cuda")()

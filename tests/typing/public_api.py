@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 import zerohop
-import zerohop.ecg as ecg
+import zerohop_ecg as ecg  # the ECG app (apps/ecg), a client of the API above
 import zerohop.memory as zm
 
 

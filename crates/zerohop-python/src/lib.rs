@@ -3,12 +3,11 @@
 //! The modules are layers; each uses only the ones listed before it:
 //! `base` (the Tensor type, owners, errors) → `memory` (resources, the NumPy hook) →
 //! `protocols` (DLPack, array interfaces, Arrow) → `tables` → `process` (pickle, IPC) →
-//! `ecg` → `api` (the Python methods of Tensor and Table, module functions).
+//! `api` (the Python methods of Tensor and Table, module functions).
 //! `scripts/check-layers.py` holds the crate to that order.
 
 mod api;
 mod base;
-mod ecg;
 mod memory;
 mod process;
 mod protocols;
@@ -49,15 +48,6 @@ fn _zerohop(m: &Bound<'_, PyModule>) -> PyResult<()> {
     )?;
     memory::register(&memory)?;
     m.add_submodule(&memory)?;
-    let ecg = PyModule::new(m.py(), "ecg")?;
-    ecg.setattr(
-        "__doc__",
-        "The ECG stages in Rust: CSV and WFDB readers into zerohop tensors, curvature, beat \
-         segmentation on the CPU or a CUDA device, scoring against annotations. The \
-         `zerohop.ecg` package runs the whole pipeline on them.",
-    )?;
-    ecg::register(&ecg)?;
-    m.add_submodule(&ecg)?;
     let cuda_module = PyModule::new(m.py(), "cuda")?;
     cuda_module.setattr(
         "__doc__",

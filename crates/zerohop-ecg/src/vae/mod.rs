@@ -1,6 +1,6 @@
 //! The Part 3 VAE's training pass on the CPU: the loss of a batch of beats and every
 //! parameter's gradient, 16 beats at a time (one per vector lane) over activations that stay
-//! in the core's caches. The Python `LightVAE` defines the model (`zerohop.ecg.vae`); this computes the
+//! in the core's caches. The Python `LightVAE` defines the model (`zerohop_ecg.vae`); this computes the
 //! same loss and gradients (its tests compare them with torch's autograd) without a tensor
 //! per layer and batch: with 1 to 16 channels, torch's convolutions spend most of a step
 //! moving activations and starting threads, not computing.

@@ -1,0 +1,482 @@
+"""The job's inputs as people have them: PhysioNet WFDB records (with their reference beat
+annotations when an .atr file sits beside), CSV files (quoted headers, a units row, any of
+`,` `;` tab, a time column), synthetic ECG with known R peaks, or the bundled recording.
+
+Every input is checked before any work: a bad argument is an EcgInputError naming it.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, TypedDict, overload
+
+import numpy as np
+from numpy.typing import NDArray
+
+import zerohop
+
+from . import RECORD_100, csv_header, kernels, read_annotations, read_csv, read_wfdb, synthesize
+from .config import Config
+from .errors import EcgInputError
+from .text import plain_text
+
+if TYPE_CHECKING:
+    from zerohop import Table, Tensor
+
+RATE_RANGE = (50.0, 100_000.0)
+#: DLPack's device type of CUDA memory.
+CUDA = 2
+#: Leading values a time column's rate is read from (see `_rate_from_time`).
+TIME_HEAD = 100_000
+
+
+@dataclass
+class Truth:
+    """Reference beats: sample indices and their annotation symbols (N, V, A, …)."""
+
+    samples: NDArray[np.int64]
+    symbols: list[str]
+    name: str
+
+
+@dataclass
+class Input:
+    signal: Tensor  # 1-d float32 (a column of a zerohop Table)
+    rate: float
+    samples: int
+    description: str
+    units: str | None
+    truth: Truth | None
+    stage: str
+    #: A host copy of a signal in device memory, once one was made (the reader's checks make
+    #: one): the figures draw from it, and the report counts it.
+    host_copy: NDArray[Any] | None = None
+
+    def numpy_signal(self) -> NDArray[Any]:
+        """The signal as NumPy: a view on the host, a copy from device memory."""
+        if self.signal.__dlpack_device__()[0] != CUDA:
+            return np.from_dlpack(self.signal)
+        if self.host_copy is None:
+            self.host_copy = np.from_dlpack(self.signal.to("cpu"))
+        return self.host_copy
+
+
+def require_torch() -> ModuleType:
+    """torch (and matplotlib) are the `ecg` extra; say how to get them instead of a traceback."""
+    try:
+        import torch
+    except ImportError:
+        raise EcgInputError(
+            "the ECG job trains its model with PyTorch, which is not installed: "
+            "pip install 'zerohop[ecg]'") from None
+    module: ModuleType = torch  # Any to mypy, which does not read torch (tests/typing/mypy.ini)
+    return module
+
+
+def require_job(config: Config) -> ModuleType:
+    """What every ECG job needs before any work: torch, matplotlib when drawing, and a CUDA
+    device when asked for one. Returns torch."""
+    torch = require_torch()
+    require_rest_of_job(config)
+    return check_torch_device(torch, config)
+
+
+def require_rest_of_job(config: Config) -> None:
+    """`require_job` without importing torch (seconds, which `TorchInBackground`
+    spends while the recording is read): matplotlib when drawing, a CUDA device when asked
+    for one."""
+    if config.plots:
+        require_matplotlib()
+    if config.device == "cuda":
+        import zerohop.cuda
+
+        if not zerohop.cuda.is_available():
+            raise EcgInputError("--device cuda: there is no CUDA device on this machine")
+
+
+def check_torch_device(torch: ModuleType, config: Config) -> ModuleType:
+    """torch, once it is known to see the device the job asked for (a CPU-only build does
+    not see a GPU that zerohop sees)."""
+    if config.device == "cuda" and not torch.cuda.is_available():
+        raise EcgInputError("--device cuda: torch sees no CUDA device on this machine")
+    return torch
+
+
+class TorchInBackground:
+    """Imports torch and the model's module on a thread (3 s on a GPU machine's host: as long
+    as reading a day-long CSV file and detecting its beats on the CPU), then warms the GPU up
+    (`vae.warm_up`) when the job runs there."""
+
+    def __init__(self, config: Config) -> None:
+        import threading
+
+        self._config = config
+        self._imported = threading.Event()
+        self._failure: list[BaseException] = []
+        self._thread = threading.Thread(target=self._load, daemon=True,
+                                        name="zerohop-ecg-import-torch")
+        self._thread.start()
+
+    def _load(self) -> None:
+        try:
+            from . import vae
+        except BaseException as err:  # noqa: BLE001 - raised again by `ready`
+            self._failure.append(err)
+            return
+        finally:
+            self._imported.set()
+        if self._config.device == "cuda":
+            try:
+                vae.warm_up(self._config.device)
+            except Exception:  # noqa: BLE001 - warming up only saves time; training meets
+                pass           # the same fault and reports it
+
+    def ready(self) -> ModuleType:
+        """torch, once imported; raises what `require_job` would (a missing torch named with
+        its install command, a torch that sees no GPU)."""
+        self._imported.wait()
+        if self._failure and not isinstance(self._failure[0], ImportError):
+            raise self._failure[0]
+        return check_torch_device(require_torch(), self._config)
+
+    def warmed(self) -> None:
+        """Waits for the GPU's warm-up (nothing to wait for on the CPU)."""
+        self._thread.join()
+
+
+def require_matplotlib() -> None:
+    """Fails unless matplotlib is installed. Looked up, not imported: importing it (0.1–0.3 s)
+    here would delay the start of torch's import, the GPU job's longest stage; the figure
+    workers import it, or the job just before it draws."""
+    import importlib.util
+
+    if importlib.util.find_spec("matplotlib") is None:
+        raise EcgInputError(
+            "the ECG job draws its figures with matplotlib, which is not installed: "
+            "pip install 'zerohop[ecg]' (or pass --no-plots)")
+
+
+@overload
+def check_rate(rate: None, what: str = ...) -> None: ...
+@overload
+def check_rate(rate: float, what: str = ...) -> float: ...
+def check_rate(rate: float | None, what: str = "--rate") -> float | None:
+    if rate is None:
+        return None
+    low, high = RATE_RANGE
+    if not (isinstance(rate, (int, float)) and math.isfinite(rate) and low <= rate <= high):
+        raise EcgInputError(f"{what} {rate}: a sampling rate is {low:g} to {high:g} Hz")
+    return float(rate)
+
+
+def check_memory(samples: int, what: str) -> None:
+    """Refuses, up front, a recording that would not fit in this machine's memory (the ECG
+    crate's rule, which `synthesize` applies too)."""
+    try:
+        kernels.check_memory(max(0, samples), what)
+    except ValueError as error:
+        raise EcgInputError(str(error).removeprefix("invalid recording: ")) from None
+    except OverflowError:
+        raise EcgInputError(f"{what}: {samples:,} samples is too many") from None
+
+
+def _column_by_name_or_index(names: Sequence[str], wanted: str, what: str) -> str:
+    if wanted in names:
+        return wanted
+    if wanted.isdigit() and int(wanted) < len(names):
+        return names[int(wanted)]
+    listed = ", ".join(repr(n) for n in names)
+    raise EcgInputError(f"{what}: no column {wanted!r} (columns: {listed}; or an index from 0)")
+
+
+def is_time_axis(values: NDArray[Any]) -> bool:
+    """Strictly increasing at a steady step over the first 1000 values: a time column."""
+    v = np.asarray(values[:1000], dtype=np.float64)
+    if len(v) < 3:
+        return False
+    steps = np.diff(v)
+    median = float(np.median(steps))
+    return bool(median > 0 and (steps > 0).all()
+                and ((steps > 0.5 * median) & (steps < 1.5 * median)).all())
+
+
+def _rate_from_time(values: NDArray[Any], units: str | None) -> float:
+    # The mean step over many samples: timestamps rounded to the millisecond step unevenly
+    # (2 and 3 ms at 360 Hz), which a median would turn into 333 Hz.
+    v = np.asarray(values[:TIME_HEAD], dtype=np.float64)
+    step = (v[-1] - v[0]) / (len(v) - 1)
+    per_second = (1000.0 if units and units.strip().lower() in ("ms", "msec", "milliseconds")
+                  else 1.0)
+    rate = per_second / step
+    return float(round(rate)) if abs(rate - round(rate)) <= 5e-4 * rate else rate
+
+
+def _check_signal(values: NDArray[Any], column: str, where: str) -> None:
+    finite = values[np.isfinite(values)]
+    low, high = (float(finite.min()), float(finite.max())) if len(finite) else (None, None)
+    _check_shape_of_signal(low, high, values, column, where)
+    bad = np.flatnonzero(~np.isfinite(values))
+    if len(bad):
+        raise EcgInputError(
+            f"{where}: column {column!r} has {len(bad)} missing or non-finite sample(s), the "
+            f"first at sample {bad[0]}; pass --fill interpolate (or --fill zero)")
+
+
+def _check_shape_of_signal(low: float | None, high: float | None,
+                           head: NDArray[Any], column: str, where: str) -> None:
+    """What makes a column no ECG, from its finite range (None: no finite value) and its
+    first values (`is_time_axis` reads 1000): empty, constant, or a time axis."""
+    if low is None:
+        raise EcgInputError(f"{where}: column {column!r} holds no numbers")
+    if low == high:
+        raise EcgInputError(f"{where}: column {column!r} is constant ({low:g}); not an ECG")
+    if is_time_axis(head):
+        raise EcgInputError(
+            f"{where}: column {column!r} increases steadily like a time axis; choose the ECG "
+            f"column with --column")
+
+
+#: The lead a 12-lead file is read from when none is named: lead II (MLII on MIT-BIH), the
+#: rhythm lead clinicians read first.
+PREFERRED_LEADS = ("ii", "mlii", "lead ii", "ecg ii", "ii (mv)")
+
+
+def _default_lead(names: Sequence[str]) -> str | None:
+    return next((n for n in names if n.strip().lower() in PREFERRED_LEADS), None)
+
+
+class _MissingCells(TypedDict, total=False):
+    """read_csv's options for missing cells."""
+
+    empty: str
+    nan: str
+
+
+def _read_csv_table(path: Path, delimiter: str, fill: str, on_gpu: bool, where: str,
+                    say: Callable[[str], object]) -> Table:
+    """The file as a zerohop Table; missing cells as NaN unless --fill is "error"."""
+    options: _MissingCells = {} if fill == "error" else {"empty": "nan", "nan": "allow"}
+    try:
+        if on_gpu and fill == "error":
+            # Parsed in device memory: only the head of the first column comes back (to tell
+            # a time axis and its rate).
+            table, report = read_csv(path, delimiter=delimiter, device="cuda:0", report=True)
+            if report["fallback"]:
+                say(f"CSV parsed on the host and copied to the GPU: {report['fallback']}")
+            return table
+        return read_csv(path, delimiter=delimiter, **options)
+    except ValueError as error:
+        text = str(error)
+        if fill == "error" and ("empty" in text or "nan" in text.lower()):
+            raise EcgInputError(f"{where}: {text}; pass --fill interpolate (or --fill zero) "
+                                f"to fill missing cells, which the report then lists") from None
+        raise
+
+
+def _fill_missing(values: NDArray[Any], column: str, fill: str,
+                  say: Callable[[str], object]) -> str | None:
+    """Fills the NaNs of `values` (a writable NumPy view of the column) in place; a note for
+    the report naming how many and where, or None when there were none."""
+    bad = np.flatnonzero(~np.isfinite(values))
+    if len(bad) == 0:
+        return None
+    if len(bad) == len(values):
+        raise EcgInputError(f"column {column!r} holds no numbers")
+    if fill == "zero":
+        values[bad] = 0.0
+    else:
+        good = np.flatnonzero(np.isfinite(values))
+        values[bad] = np.interp(bad, good, values[good]).astype(values.dtype)
+    shown = ", ".join(str(int(i)) for i in bad[:5]) + (", …" if len(bad) > 5 else "")
+    note = (f"{len(bad)} missing sample(s) in column {column!r} "
+            f"{'interpolated' if fill == 'interpolate' else 'set to 0'} (--fill {fill}), at "
+            f"sample(s) {shown}")
+    say(note)
+    return note
+
+
+def _time_rate(first: NDArray[Any], units: str | None,
+               name: str) -> tuple[float, str | None]:
+    """The sampling rate a time column's steps imply, in its stated units, else in seconds, or
+    in ms or µs when only those give a rate an ECG has (with a note saying which was assumed)."""
+    rate = _rate_from_time(first, units)
+    if units:
+        return check_rate(rate, f"the time column {name!r} ({units}) implies"), None
+    low, high = RATE_RANGE
+    for factor, unit in ((1.0, "s"), (1e3, "ms"), (1e6, "µs")):
+        if low <= rate * factor <= high:
+            assumed = None if unit == "s" else (
+                f"the time column {name!r} has no units row; its steps read as {unit}")
+            return check_rate(rate * factor, "the time column"), assumed
+    raise EcgInputError(
+        f"the time column {name!r} has steps of {1 / rate:g} (no units row): read as seconds "
+        f"that is {rate:g} Hz, as ms {rate * 1e3:g} Hz, as µs {rate * 1e6:g} Hz, none of them "
+        f"{low:g} to {high:g} Hz; pass --rate HZ")
+
+
+def _from_csv(config: Config, say: Callable[[str], object]) -> Input:
+
+    assert config.csv is not None  # load() reads a CSV file only when there is one
+    path = Path(config.csv)
+    if not path.is_file():
+        raise EcgInputError(f"--csv {path}: no such file")
+    where = f"--csv {path}"
+    with plain_text(path, where, say) as text:
+        header = csv_header(text, delimiter=config.delimiter)
+        names, units = header["names"], header.get("units")
+        if config.rate is None and len(names) == 1:
+            # Only a leading time column could tell the rate; a lone column is none.
+            raise EcgInputError(f"{where}: the sampling rate is unknown (no time column); "
+                                f"pass --rate HZ")
+        on_gpu = config.device == "cuda"
+        table = _read_csv_table(text, header["delimiter"], config.fill, on_gpu,
+                                where, say)
+    rate = config.rate
+    notes: list[str] = []
+    first = _head(table, names[0], on_gpu)
+    timed = len(names) > 1 and is_time_axis(first)
+    if config.column is not None:
+        column = _column_by_name_or_index(names, config.column, where)
+    elif timed:
+        column = _default_lead(names[1:]) or names[1]
+        say(f"the first column {names[0]!r} is a time axis: using {column!r}")
+    else:
+        column = _default_lead(names) or names[0]
+    if timed and column != names[0] and rate is None:
+        rate, assumed = _time_rate(first, units[0] if units else None, names[0])
+        say(f"the sampling rate, {rate:g} Hz, is read from the time column {names[0]!r}")
+        if assumed:
+            say(f"note: {assumed}; if that is wrong, pass --rate HZ")
+            notes.append(assumed)
+    if rate is None:
+        raise EcgInputError(f"{where}: the sampling rate is unknown (no time column); pass "
+                            f"--rate HZ")
+    signal = table[column]
+    if config.fill != "error":
+        values = np.from_dlpack(signal)
+        filled = _fill_missing(values, column, config.fill, say)
+        if filled:
+            notes.append(filled)
+        if on_gpu:  # --fill parses on the host: one explicit copy to the device
+            signal = zerohop.from_dlpack(values).to("cuda:0")
+    host_copy = None
+    if on_gpu:
+        # With --fill the filled values are the host copy already.
+        host_copy = _check_device_signal(signal, column, where,
+                                         values if config.fill != "error" else None)
+        stage = "parse CSV into a zerohop Table in GPU memory"
+    else:
+        _check_signal(np.from_dlpack(signal), column, where)
+        stage = "parse CSV into a zerohop Table (all cores)"
+    unit = units[names.index(column)] if units else None
+    description = f"{path}, lead {column!r}" + "".join(f"; {n}" for n in notes)
+    return Input(signal=signal, rate=rate, samples=len(table),
+                 description=description, units=unit, truth=None, stage=stage,
+                 host_copy=host_copy)
+
+
+def _head(table: Table, name: str, on_gpu: bool) -> NDArray[Any]:
+    """The first values of a column as NumPy (copied from the device when it is there)."""
+    if not on_gpu:
+        return np.from_dlpack(table[name])
+    return np.from_dlpack(table.rows(0, min(len(table), TIME_HEAD))[name].to("cpu"))
+
+
+def _check_device_signal(signal: Tensor, column: str, where: str,
+                         values: NDArray[Any] | None = None) -> NDArray[Any]:
+    """`_check_signal` for a column in device memory, on a host copy of it (`values`, or one
+    made here; returned: the figures draw from it), so reading a file on the GPU needs no
+    torch and runs while torch is imported. Non-finite values never get here: the reader
+    refuses them (nan="reject", empty="error") and --fill replaces them."""
+    if values is None:
+        values = np.from_dlpack(signal.to("cpu"))
+    low, high = (float(values.min()), float(values.max())) if len(values) else (None, None)
+    _check_shape_of_signal(low, high, values[:1000], column, where)
+    return values
+
+
+def _record_path(record: str | os.PathLike[str]) -> Path:
+    record = Path(record)
+    return record.with_suffix("") if record.suffix in (".hea", ".dat", ".atr") else record
+
+
+def _from_wfdb(config: Config, say: Callable[[str], object]) -> Input:
+
+    assert config.wfdb is not None  # load() and _bundled() call this only with a record
+    record = _record_path(config.wfdb)
+    if not Path(f"{record}.hea").is_file():
+        raise EcgInputError(f"--wfdb {config.wfdb}: no header {record}.hea")
+    table, header = read_wfdb(record)
+    leads = list(header["leads"])
+    where = f"--wfdb {record}"
+    if config.column is not None:
+        lead = _column_by_name_or_index(leads, config.column, where)
+    else:
+        lead = "MLII" if "MLII" in leads else leads[0]
+    rate = float(header["rate"])
+    if config.rate is not None and abs(config.rate - rate) > 1e-9 * rate:
+        raise EcgInputError(f"{where}: the header says {rate:g} Hz, --rate says {config.rate:g}")
+    check_rate(rate, f"{where}: the header's sampling rate")
+    signal = table[lead]
+    _check_signal(np.from_dlpack(signal), lead, where)
+    truth: Truth | None = None
+    annotations = Path(f"{record}.atr")
+    if annotations.is_file():
+        ann = read_annotations(annotations)
+        beat = np.asarray(ann["is_beat"], dtype=bool)
+        truth = Truth(samples=np.asarray(ann["sample"], dtype=np.int64)[beat],
+                      symbols=[s for s, b in zip(ann["symbol"], beat) if b],
+                      name=f"the reference annotations {annotations.name}")
+        say(f"{annotations.name}: {len(truth.samples):,} reference beat annotations")
+    units = header["units"][leads.index(lead)]
+    return Input(signal=signal, rate=rate, samples=len(table),
+                 description=f"WFDB record {record.name}, lead {lead} ({rate:g} Hz)",
+                 units=units, truth=truth, stage="read WFDB record into a zerohop Table")
+
+
+def _synthetic(config: Config, say: Callable[[str], object]) -> Input:
+
+    hours = config.synthetic_hours
+    assert hours is not None  # load() generates a signal only when asked to
+    rate = config.rate or 360.0
+    samples = hours * 3600.0 * rate
+    check_memory(int(samples), f"--synthetic {hours:g}")
+    bpm = config.heart_rate
+    swing = f" ± {config.day_swing * 100:g} % over the day" if config.day_swing else ""
+    say(f"generating {hours:g} h of synthetic ECG at {rate:g} Hz, {bpm:g} bpm{swing}, "
+        f"{config.ectopic * 100:g} % ectopic beats")
+    signal, peaks, ectopic = synthesize(hours * 3600.0, rate=rate, heart_rate=bpm,
+                                        ectopic=config.ectopic, day_swing=config.day_swing,
+                                        seed=config.seed)
+    truth = Truth(samples=np.from_dlpack(peaks).astype(np.int64),
+                  symbols=["V" if e else "N" for e in ectopic],
+                  name="the generator's R peaks")
+    return Input(signal=signal, rate=rate, samples=int(signal.shape[0]),
+                 description=f"synthetic ECG, {hours:g} h at {bpm:g} bpm", units="mV",
+                 truth=truth, stage="generate synthetic ECG (Rust)")
+
+
+def _bundled(config: Config, say: Callable[[str], object]) -> Input:
+
+    config.wfdb = RECORD_100
+    data = _from_wfdb(config, say)
+    data.description = (f"MIT-BIH Arrhythmia Database record 100 (bundled), "
+                        f"{data.description.split(', ', 1)[1]}")
+    return data
+
+
+def load(config: Config, say: Callable[[str], object]) -> Input:
+    """The signal the job runs on, checked."""
+    check_rate(config.rate)
+    if config.synthetic_hours is not None:
+        return _synthetic(config, say)
+    if config.csv is not None:
+        return _from_csv(config, say)
+    if config.wfdb is not None:
+        return _from_wfdb(config, say)
+    return _bundled(config, say)

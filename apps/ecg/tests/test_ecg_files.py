@@ -1,0 +1,104 @@
+"""The ECG job on CSV files as labs export them: 12 leads with a time column (lead II by
+default, the rate from the time column whichever lead is named), time in ms without a units
+row, missing cells (--fill), compressed files told by their content, UTF-16 and UTF-32."""
+
+import bz2
+import gzip
+
+import numpy as np
+import pytest
+
+import zerohop_ecg as ecg
+from conftest import requires_torch
+from zerohop_ecg.__main__ import main
+
+pytestmark = requires_torch
+
+
+def export(seconds=30.0, time_scale=1.0, units=None, blanks=()):
+    """A lab's export: time, then leads I, II and V1, one row per sample at 360 Hz."""
+    signal, _, _ = ecg.synthesize(seconds, rate=360.0, heart_rate=70, seed=3)
+    x = np.from_dlpack(signal)
+    leads = {"I": 0.5 * x, "II": x, "V1": -0.3 * x}
+    rows = ["time," + ",".join(leads)] + ([units] if units else [])
+    for i in range(len(x)):
+        cells = [f"{lead[i]:.4f}" for lead in leads.values()]
+        if i in blanks:
+            cells[1] = ""
+        rows.append(f"{i / 360.0 * time_scale:.6f}," + ",".join(cells))
+    return "\n".join(rows) + "\n"
+
+
+def run(tmp_path, capsys, name, data, *args):
+    path = tmp_path / name
+    path.write_bytes(data if isinstance(data, bytes) else data.encode())
+    code = main(["--csv", str(path), "--epochs", "1", "--no-plots", "--no-progress",
+                 "--out", str(tmp_path / "out"), *args])
+    captured = capsys.readouterr()
+    report = (tmp_path / "out" / "report.md").read_text() if code == 0 else ""
+    return code, captured.out + captured.err, report
+
+
+def test_a_twelve_lead_export_is_read_from_lead_ii_at_its_time_column_s_rate(tmp_path, capsys):
+    code, said, report = run(tmp_path, capsys, "twelve.csv", export())
+    assert code == 0, said
+    assert "using 'II'" in said and "360 Hz, is read from the time column 'time'" in said
+    assert "lead 'II'" in report and "at 360 Hz" in report
+
+
+def test_a_lead_named_by_hand_keeps_the_time_column_s_rate(tmp_path, capsys):
+    code, said, report = run(tmp_path, capsys, "twelve.csv", export(), "--column", "V1")
+    assert code == 0, said
+    assert "360 Hz, is read from the time column" in said and "lead 'V1'" in report
+
+
+def test_time_in_ms_without_a_units_row_is_recognised_and_said(tmp_path, capsys):
+    code, said, report = run(tmp_path, capsys, "ms.csv", export(time_scale=1000.0))
+    assert code == 0, said
+    assert "its steps read as ms; if that is wrong, pass --rate HZ" in said
+    assert "at 360 Hz" in report
+
+
+def test_missing_cells_are_refused_pointing_to_fill_or_filled_and_listed(tmp_path, capsys):
+    data = export(blanks=(100, 101, 5000))
+    code, said, _ = run(tmp_path, capsys, "blanks.csv", data)
+    assert code == 2 and "empty field; pass --fill interpolate" in said, said
+    code, said, report = run(tmp_path, capsys, "blanks.csv", data, "--fill", "interpolate")
+    assert code == 0, said
+    listed = "3 missing sample(s) in column 'II' interpolated (--fill interpolate), at " \
+             "sample(s) 100, 101, 5000"
+    assert listed in said and listed in report
+    code, said, report = run(tmp_path, capsys, "blanks.csv", data, "--fill", "zero")
+    assert code == 0 and "set to 0 (--fill zero)" in report
+
+
+@pytest.mark.parametrize("name, pack, says", [
+    ("gz.csv.gz", lambda t: gzip.compress(t.encode()), "gzip-compressed"),
+    ("no-extension", lambda t: gzip.compress(t.encode()), "gzip-compressed"),
+    ("bz.csv", lambda t: bz2.compress(t.encode()), "bzip2-compressed"),
+    ("z.csv.zst", lambda t: __import__("zstandard").ZstdCompressor().compress(t.encode()),
+     "zstd-compressed"),
+    ("utf16.csv", lambda t: t.encode("utf-16"), "UTF-16-LE text"),
+    ("utf32.csv", lambda t: t.encode("utf-32"), "UTF-32-LE text"),
+], ids=["gzip", "gzip-by-content", "bzip2", "zstd", "utf-16", "utf-32"])
+def test_compressed_and_wide_encodings_are_read_like_plain_text(tmp_path, capsys, name, pack,
+                                                                says):
+    code, said, report = run(tmp_path, capsys, name, pack(export()))
+    assert code == 0, said
+    assert says in said and "read as plain UTF-8" in said
+    assert "lead 'II'" in report and "at 360 Hz" in report
+
+
+def test_a_broken_gzip_is_one_line_naming_the_format(tmp_path, capsys):
+    code, said, _ = run(tmp_path, capsys, "broken.gz", gzip.compress(export().encode())[:200])
+    assert code == 2 and "could not read it as gzip" in said, said
+
+
+def test_a_missing_file_is_file_not_found_from_every_reader(tmp_path):
+    # One mapping of the ECG crate's errors: the CSV reader used to raise a bare OSError here
+    # while the WFDB reader raised FileNotFoundError.
+    missing = tmp_path / "nowhere"
+    for read in (lambda: ecg.read_csv(missing.with_suffix(".csv")),
+                 lambda: ecg.read_wfdb(missing)):
+        with pytest.raises(FileNotFoundError, match="nowhere"):
+            read()

@@ -3,6 +3,8 @@
 # GPU test suite and the CPU suite against the GPU box's own torch/CuPy/JAX/Numba, then the
 # GPU benches. Everything it writes goes under $OUT (default out/gpu).
 #   build here:  maturin build --release -o .carry
+#                (cd apps/ecg && ../../.venv/bin/maturin build --release -o ../../.carry)
+#                  (the ECG app's wheel, zerohop_ecg)
 #                cargo build --release -p zerohop --features cuda --example cuda_pool_bench
 #                cp target/release/examples/cuda_pool_bench .carry/   (then carry .carry)
 #                cargo build --release -p zerohop --features cuda --example guard_cuda
@@ -18,7 +20,8 @@ mkdir -p "$OUT"
 PY=${PYTHON:-python3}
 export PYTHONUNBUFFERED=1
 rm -rf /tmp/zerohop-site
-$PY -m pip install -q --no-index --no-deps --target /tmp/zerohop-site .carry/zerohop-*.whl || exit 1
+$PY -m pip install -q --no-index --no-deps --target /tmp/zerohop-site .carry/zerohop-*.whl \
+  .carry/zerohop_ecg-*.whl || exit 1
 export PYTHONPATH=/tmp/zerohop-site
 {
   date -u
@@ -30,6 +33,7 @@ export PYTHONPATH=/tmp/zerohop-site
 # The suites run from a copy of tests/ (with docs/ and the extension's sources, which tests
 # check against) so the repository's python/ folder is not imported.
 rm -rf /tmp/zerohop-run && mkdir -p /tmp/zerohop-run && cp -r tests docs README.md /tmp/zerohop-run/
+cp -r --parents apps/ecg/tests /tmp/zerohop-run/
 cp -r --parents scripts/check-layers.py scripts/valgrind-verdict.py crates/zerohop-python/src fuzz/seeds/csv_reader /tmp/zerohop-run/
 T=/tmp/zerohop-run/tests
 status=0

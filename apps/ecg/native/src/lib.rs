@@ -54,8 +54,44 @@ pub(crate) fn zerohop_error(err: zerohop::Error) -> PyErr {
     }
 }
 
+/// Makes this module's allocations on `device` come from zerohop's current resource for it,
+/// through the C allocator zerohop's extension exports (`zerohop.memory.library_path()`,
+/// `C_MALLOC_SYMBOL`, `C_FREE_SYMBOL`: `malloc` and `free` are their addresses), as torch's
+/// pluggable allocator does; `follow=False` goes back to this module's defaults (the system
+/// allocator, plain device memory). This module links its own copy of zerohop's core, whose
+/// registry of current resources is its own: without this, a shared-memory pool made current
+/// in zerohop would not see the app's tables.
+#[pyfunction]
+fn allocate_through(malloc: usize, free: usize, device: &str, follow: bool) -> PyResult<()> {
+    use zerohop::memory::{AllocateFn, DeallocateFn, ExternalResource};
+    let place = zerohop::Device::parse(device).map_err(zerohop_error)?;
+    if !follow {
+        zerohop::memory::reset_current_resource(place);
+        return Ok(());
+    }
+    if malloc == 0 || free == 0 {
+        return Err(PyValueError::new_err(
+            "malloc and free must be the addresses of zerohop's C allocator functions",
+        ));
+    }
+    // SAFETY: the addresses are those of `zerohop_malloc` and `zerohop_free` (the app's
+    // kernels module reads them from zerohop's library, which stays loaded for the process),
+    // functions of exactly these signatures; the caller is the app's own Python code.
+    let (allocate, deallocate) = unsafe {
+        (
+            std::mem::transmute::<usize, AllocateFn>(malloc),
+            std::mem::transmute::<usize, DeallocateFn>(free),
+        )
+    };
+    // SAFETY: zerohop's allocator keeps the C contract (POOL_ALIGNMENT-aligned blocks).
+    let resource = unsafe { ExternalResource::new(allocate, deallocate, place) };
+    zerohop::memory::set_current_resource(place, std::sync::Arc::new(resource));
+    Ok(())
+}
+
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(allocate_through, m)?)?;
     csv::register(m)?;
     segment::register(m)?;
     vae::register(m)?;

@@ -12,7 +12,7 @@ from numpy.typing import NDArray
 from .kernels import Annotations, CsvHeader, CsvReport, Params, WfdbInfo
 
 __all__ = [
-    "VaeCpu", "adam_step", "check_memory", "csv_header", "params", "read_annotations",
+    "allocate_through", "VaeCpu", "adam_step", "check_memory", "csv_header", "params", "read_annotations",
     "read_csv", "read_wfdb", "score", "segment", "synthesize",
 ]
 
@@ -20,6 +20,7 @@ _Path: TypeAlias = str | os.PathLike[str]
 # (buffer capsule, schema items, rows, alignment): what zerohop.Table.wrap takes.
 _TableParts: TypeAlias = tuple[object, list[tuple[Any, ...]], int, int]
 
+def allocate_through(malloc: int, free: int, device: str, follow: bool) -> None: ...
 @overload
 def read_csv(
     path: _Path,

@@ -8,12 +8,15 @@ same memory. This module owns those two steps and the types of what comes back.
 
 from __future__ import annotations
 
+import ctypes
+import functools
 import os
 from collections.abc import Iterable, Sequence
 from typing import Any, Literal, NotRequired, TypeAlias, TypedDict, overload
 
 import numpy as np
 import zerohop
+import zerohop.memory
 from numpy.typing import NDArray
 
 from . import _native
@@ -104,6 +107,25 @@ _TENSORS = ("curvature", "energy", "gates", "lengths", "r_peaks", "beat_peaks", 
             "beat_lengths", "beats")
 
 
+@functools.cache
+def _zerohop_allocator() -> tuple[int, int]:
+    """The addresses of zerohop's exported C allocator functions (its public allocator
+    interface, the one torch's pluggable allocator loads)."""
+    library = ctypes.CDLL(zerohop.memory.library_path())
+    malloc = ctypes.cast(getattr(library, zerohop.memory.C_MALLOC_SYMBOL), ctypes.c_void_p)
+    free = ctypes.cast(getattr(library, zerohop.memory.C_FREE_SYMBOL), ctypes.c_void_p)
+    assert malloc.value and free.value, "zerohop exports its allocator"
+    return malloc.value, free.value
+
+
+def draw_from_zerohop(device: str = "cpu") -> None:
+    """The kernels' memory on ``device`` comes from zerohop's current resource for it (a
+    shared-memory pool a worker made current, a limit, statistics): the host always, a CUDA
+    device when zerohop has a resource current there (else plain device memory)."""
+    follow = device == "cpu" or zerohop.memory.get_current(device) is not None
+    _native.allocate_through(*_zerohop_allocator(), device, follow)
+
+
 def _table(parts: tuple[object, list[tuple[Any, ...]], int, int]) -> zerohop.Table:
     buffer, schema, rows, alignment = parts
     return zerohop.Table.wrap(buffer, schema, rows, alignment=alignment)
@@ -138,6 +160,8 @@ def read_csv(path: _Path, *, columns: Sequence[str | int] | None = None,
     ``empty``: "error" (default), "nan" or a number; ``nan``: "reject" or "allow".
     ``report=True`` returns (table, report) with the bytes, rows, host-parsed lines, the
     fallback reason and step times."""
+    if device != "cpu":
+        draw_from_zerohop(device)
     options: dict[str, Any] = {"columns": columns, "header": header, "delimiter": delimiter,
                                "empty": empty, "nan": nan, "device": device, "stream": stream}
     if report:
@@ -158,6 +182,8 @@ def segment(signal: object, rate: float, *, method: str = "adaptive", device: st
             stream: int | None = None) -> Segmentation:
     """Detects R peaks and cuts one beat row per peak (see ``_native.segment``): zerohop
     tensors, on ``device``, carrying the CUDA stream that produces them."""
+    if device != "cpu":
+        draw_from_zerohop(device)
     out = _native.segment(signal, rate, method=method, device=device, stream=stream)
     produced_on = out.pop("stream")
     for name in _TENSORS:
@@ -187,8 +213,10 @@ read_annotations = _native.read_annotations
 VaeCpu = _native.VaeCpu
 adam_step = _native.adam_step
 
+draw_from_zerohop("cpu")
+
 __all__ = [
     "Annotations", "CsvHeader", "CsvReport", "Params", "Segmentation", "VaeCpu",
-    "WfdbInfo", "adam_step", "check_memory", "csv_header", "params", "read_annotations",
+    "WfdbInfo", "adam_step", "check_memory", "csv_header", "draw_from_zerohop", "params", "read_annotations",
     "read_csv", "read_wfdb", "score", "segment", "synthesize",
 ]

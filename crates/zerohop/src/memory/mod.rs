@@ -4,7 +4,9 @@
 //! statistics) are resources that wrap another resource, so stacks are built by composition.
 
 mod arena;
+
 mod checked;
+mod external;
 mod failure;
 #[cfg(test)]
 mod free_checks_tests;
@@ -29,6 +31,7 @@ use std::sync::Arc;
 
 pub use arena::{ArenaResource, DEFAULT_CACHED_PER_CLASS};
 pub use checked::{checked_allocate, checked_deallocate};
+pub use external::{AllocateFn, DeallocateFn, ExternalResource};
 pub use failure::{FailureCallback, FailureCallbackResource};
 pub use limit::LimitResource;
 pub use log::{LogResource, LOG_HEADER};

@@ -1,7 +1,8 @@
 //! The per-device "current resource": what zerohop allocates from unless told otherwise.
 
+use std::collections::HashMap;
 use std::ptr::NonNull;
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
 
 use super::{default_host_resource, MemoryResource, Stream, POOL_ALIGNMENT};
 use crate::device::Device;
@@ -10,6 +11,16 @@ use crate::error::{Error, Result};
 type Entry = (Device, Arc<dyn MemoryResource>);
 
 static CURRENT: RwLock<Vec<Entry>> = RwLock::new(Vec::new());
+
+/// Each block [`framework_allocate`] handed out, with the resource it came from: the current
+/// resource may change before the block comes back (a job switches to shared memory for one
+/// stage), and a block must go back where it came from.
+static FRAMEWORK_BLOCKS: Mutex<Option<HashMap<usize, Arc<dyn MemoryResource>>>> = Mutex::new(None);
+
+fn framework_blocks(
+) -> std::sync::MutexGuard<'static, Option<HashMap<usize, Arc<dyn MemoryResource>>>> {
+    FRAMEWORK_BLOCKS.lock().unwrap_or_else(|p| p.into_inner())
+}
 
 /// The resource installed for `device`; for host devices the system resource by default.
 /// `None` for a device nobody installed a resource for (e.g. CUDA without zerohop's CUDA
@@ -57,14 +68,20 @@ pub fn reset_current_resource(device: Device) {
 /// resource of that device. The C ABI's `zh_cuda_malloc` and the Python extension's
 /// `zerohop_malloc` are this function behind their own symbols.
 pub fn framework_allocate(size: isize, device: i32, stream: Stream) -> Result<NonNull<u8>> {
-    framework_resource(device)?.allocate(framework_size(size)?, POOL_ALIGNMENT, stream)
+    let resource = framework_resource(device)?;
+    let ptr = resource.allocate(framework_size(size)?, POOL_ALIGNMENT, stream)?;
+    framework_blocks()
+        .get_or_insert_with(HashMap::new)
+        .insert(ptr.as_ptr() as usize, resource);
+    Ok(ptr)
 }
 
 /// Gives back a block of [`framework_allocate`]; a negative size is refused, nothing freed.
 ///
 /// # Safety
-/// `ptr` must come from `framework_allocate(size, device, …)` while the same resource was
-/// current for `device`, and must not be used afterwards.
+/// `ptr` must come from `framework_allocate(size, device, …)` and must not be used afterwards.
+/// It goes back to the resource that made it, whichever is current now; a pointer this
+/// allocator did not hand out (or already took back) is refused, nothing freed.
 pub unsafe fn framework_deallocate(
     ptr: NonNull<u8>,
     size: isize,
@@ -72,8 +89,17 @@ pub unsafe fn framework_deallocate(
     stream: Stream,
 ) -> Result<()> {
     let bytes = framework_size(size)?;
-    let resource = framework_resource(device)?;
-    // SAFETY: per this function's contract.
+    Device::from_allocator_index(device)?;
+    let owner = framework_blocks()
+        .as_mut()
+        .and_then(|blocks| blocks.remove(&(ptr.as_ptr() as usize)));
+    let Some(resource) = owner else {
+        return Err(Error::InvalidArgument {
+            what: format!("free of {:p}", ptr.as_ptr()),
+            reason: "not a block this allocator handed out (or freed twice): nothing freed".into(),
+        });
+    };
+    // SAFETY: per this function's contract; `resource` is the one that made the block.
     unsafe { resource.deallocate(ptr, bytes, POOL_ALIGNMENT, stream) };
     Ok(())
 }

@@ -66,11 +66,19 @@ impl SoaTable {
                 ),
             });
         }
-        let Some(ptr) = NonNull::new(view.data_ptr()) else {
-            return Err(Error::InvalidArgument {
-                what: "table buffer".into(),
-                reason: "the data pointer is NULL".into(),
-            });
+        let ptr = match NonNull::new(view.data_ptr()) {
+            Some(ptr) => ptr,
+            // DLPack lets an empty tensor's data be NULL: no byte is ever read through it, so
+            // any address aligned for every column serves (a table of zero rows).
+            None if view.nbytes() == 0 => NonNull::<u8>::dangling().with_addr(
+                std::num::NonZeroUsize::new(crate::memory::POOL_ALIGNMENT).expect("non-zero"),
+            ),
+            None => {
+                return Err(Error::InvalidArgument {
+                    what: "table buffer".into(),
+                    reason: "the data pointer is NULL".into(),
+                })
+            }
         };
         // SAFETY: a compact view covers `nbytes` bytes from its data pointer, and its owner
         // keeps them valid; the buffer holds a clone of that owner.

@@ -230,4 +230,13 @@ mod over_view {
         let err = SoaTable::over_view(schema, 10, 128, &strided).unwrap_err();
         assert!(err.to_string().contains("compact"), "{err}");
     }
+
+    #[test]
+    fn an_empty_buffer_with_no_address_makes_a_table_of_no_rows() {
+        let schema = Schema::builder().column("mv", DType::F32).build().unwrap();
+        let empty = TensorView::zeros(DType::U8, &[0]).unwrap();
+        let table = SoaTable::over_view(schema, 0, 128, &empty).unwrap();
+        assert_eq!(table.len(), 0);
+        assert_eq!(table.column::<f32>("mv").unwrap().len(), 0);
+    }
 }

@@ -303,7 +303,7 @@ fn beats_are_left_aligned_and_zero_padded() {
 
 fn repo_file(relative: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../python/zerohop/ecg")
+        .join("../../apps/ecg/python/zerohop_ecg")
         .join(relative)
 }
 

@@ -10,7 +10,7 @@ use zerohop_ecg::wfdb::{
 
 fn data(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../python/zerohop/ecg/data")
+        .join("../../apps/ecg/python/zerohop_ecg/data")
         .join(name)
 }
 

@@ -63,8 +63,8 @@ pub(crate) fn table_parts<'py>(py: Python<'py>, table: &SoaTable) -> PyResult<Bo
         .into_pyobject(py)
 }
 
-/// The memory of `obj` (any DLPack producer, or a capsule) as a view, no copy. A legacy
-/// capsule cannot say whether its memory may be written, so it is taken read-only.
+/// The memory of `obj` (any DLPack producer, or a capsule) as a view, no copy; a legacy
+/// capsule's is read-only (the core's `Import::into_view`).
 pub(crate) fn view_of(py: Python<'_>, obj: &Bound<'_, PyAny>) -> PyResult<TensorView> {
     let requested;
     let capsule = if obj.is_instance_of::<PyCapsule>() {
@@ -73,10 +73,5 @@ pub(crate) fn view_of(py: Python<'_>, obj: &Bound<'_, PyAny>) -> PyResult<Tensor
         requested = request_capsule(py, obj)?;
         &requested
     };
-    let import = capsule::consume(capsule, zerohop_error)?;
-    Ok(if import.version.major == 0 {
-        import.view.into_readonly()
-    } else {
-        import.view
-    })
+    Ok(capsule::consume(capsule, zerohop_error)?.into_view(false))
 }

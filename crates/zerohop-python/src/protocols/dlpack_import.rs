@@ -78,11 +78,7 @@ pub fn from_dlpack(
 /// not vouch for it (`readonly=False`).
 fn from_capsule(capsule: &Bound<'_, PyAny>, readonly: Option<bool>) -> PyResult<PyTensor> {
     let import = capsule::consume(capsule, to_py)?;
-    let legacy = import.version.major == 0;
-    let view = if legacy && readonly != Some(false) {
-        import.view.into_readonly()
-    } else {
-        import.view
-    };
-    Ok(PyTensor::new(view, import.is_copied))
+    let is_copied = import.is_copied;
+    let view = import.into_view(readonly == Some(false));
+    Ok(PyTensor::new(view, is_copied))
 }

@@ -56,6 +56,20 @@ pub struct Import {
     pub is_copied: bool,
 }
 
+impl Import {
+    /// The view a consumer may use: a legacy (0.x) producer cannot say whether its memory may
+    /// be written, so its view is read-only (as NumPy takes it) unless the caller vouches that
+    /// it may be written (`writable_vouched`); a versioned producer's READ_ONLY flag is kept
+    /// either way.
+    pub fn into_view(self, writable_vouched: bool) -> TensorView {
+        if self.version.major == 0 && !writable_vouched {
+            self.view.into_readonly()
+        } else {
+            self.view
+        }
+    }
+}
+
 /// Takes ownership of a versioned managed tensor and validates it.
 ///
 /// On error the deleter has already been called: the caller must not touch `managed` again

@@ -401,3 +401,31 @@ fn foreign_owned_views_export_again() {
     unsafe { delete(m) };
     assert_eq!(drops.load(Ordering::SeqCst), 1);
 }
+
+#[test]
+fn a_legacy_view_is_read_only_unless_the_caller_vouches_and_a_versioned_flag_is_kept() {
+    let view = iota_f32(&[3]);
+    let take_legacy = || {
+        let legacy = export_legacy(&view).unwrap();
+        // SAFETY: ownership of the fresh export passes to the importer.
+        unsafe { import_legacy(legacy) }.unwrap()
+    };
+    let shared = take_legacy().into_view(false);
+    assert!(shared.is_readonly());
+    assert_eq!(shared.data_ptr(), view.data_ptr());
+    assert!(!take_legacy().into_view(true).is_readonly());
+    let readonly = view.clone().into_readonly();
+    let m = export_versioned(&readonly, ExportOptions::default()).unwrap();
+    // SAFETY: as above.
+    let back = unsafe { import_versioned(m) }.unwrap();
+    assert!(
+        back.into_view(true).is_readonly(),
+        "vouching never lifts READ_ONLY"
+    );
+    let m = export_versioned(&view, ExportOptions::default()).unwrap();
+    // SAFETY: as above.
+    assert!(!unsafe { import_versioned(m) }
+        .unwrap()
+        .into_view(false)
+        .is_readonly());
+}

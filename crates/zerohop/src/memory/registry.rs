@@ -2,7 +2,7 @@
 
 use std::collections::HashMap;
 use std::ptr::NonNull;
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, LazyLock, Mutex, RwLock};
 
 use super::{default_host_resource, MemoryResource, Stream, POOL_ALIGNMENT};
 use crate::device::Device;
@@ -15,10 +15,10 @@ static CURRENT: RwLock<Vec<Entry>> = RwLock::new(Vec::new());
 /// Each block [`framework_allocate`] handed out, with the resource it came from: the current
 /// resource may change before the block comes back (a job switches to shared memory for one
 /// stage), and a block must go back where it came from.
-static FRAMEWORK_BLOCKS: Mutex<Option<HashMap<usize, Arc<dyn MemoryResource>>>> = Mutex::new(None);
+type Blocks = HashMap<usize, Arc<dyn MemoryResource>>;
+static FRAMEWORK_BLOCKS: LazyLock<Mutex<Blocks>> = LazyLock::new(Mutex::default);
 
-fn framework_blocks(
-) -> std::sync::MutexGuard<'static, Option<HashMap<usize, Arc<dyn MemoryResource>>>> {
+fn framework_blocks() -> std::sync::MutexGuard<'static, Blocks> {
     FRAMEWORK_BLOCKS.lock().unwrap_or_else(|p| p.into_inner())
 }
 
@@ -70,9 +70,7 @@ pub fn reset_current_resource(device: Device) {
 pub fn framework_allocate(size: isize, device: i32, stream: Stream) -> Result<NonNull<u8>> {
     let resource = framework_resource(device)?;
     let ptr = resource.allocate(framework_size(size)?, POOL_ALIGNMENT, stream)?;
-    framework_blocks()
-        .get_or_insert_with(HashMap::new)
-        .insert(ptr.as_ptr() as usize, resource);
+    framework_blocks().insert(ptr.as_ptr() as usize, resource);
     Ok(ptr)
 }
 
@@ -90,9 +88,7 @@ pub unsafe fn framework_deallocate(
 ) -> Result<()> {
     let bytes = framework_size(size)?;
     Device::from_allocator_index(device)?;
-    let owner = framework_blocks()
-        .as_mut()
-        .and_then(|blocks| blocks.remove(&(ptr.as_ptr() as usize)));
+    let owner = framework_blocks().remove(&(ptr.as_ptr() as usize));
     let Some(resource) = owner else {
         return Err(Error::InvalidArgument {
             what: format!("free of {:p}", ptr.as_ptr()),

@@ -359,17 +359,34 @@ pub fn score(
     margin: usize,
     len: usize,
 ) -> Accuracy {
+    match_beats(detected, truth, tolerance, margin, len).0
+}
+
+/// [`score`], and which true peaks it matched: one flag per entry of `truth`, in its order
+/// (false for those within `margin` of an end), so a caller can count per beat class with
+/// the same matching. `truth` in time order, as annotation files give it.
+pub fn match_beats(
+    detected: &[f64],
+    truth: &[usize],
+    tolerance: f64,
+    margin: usize,
+    len: usize,
+) -> (Accuracy, Vec<bool>) {
     let inside = |p: f64| p >= margin as f64 && p < (len.saturating_sub(margin)) as f64;
     let detected: Vec<f64> = detected.iter().copied().filter(|&p| inside(p)).collect();
-    let truth: Vec<f64> = truth
+    // (position in `truth`, sample) of the peaks that count.
+    let counted: Vec<(usize, f64)> = truth
         .iter()
         .map(|&p| p as f64)
-        .filter(|&p| inside(p))
+        .enumerate()
+        .filter(|&(_, p)| inside(p))
         .collect();
+    let mut found = vec![false; truth.len()];
     let (mut i, mut j, mut tp) = (0, 0, 0);
-    while i < detected.len() && j < truth.len() {
-        let d = detected[i] - truth[j];
+    while i < detected.len() && j < counted.len() {
+        let d = detected[i] - counted[j].1;
         if d.abs() <= tolerance {
+            found[counted[j].0] = true;
             tp += 1;
             i += 1;
             j += 1;
@@ -379,16 +396,32 @@ pub fn score(
             j += 1;
         }
     }
-    Accuracy {
+    let accuracy = Accuracy {
         true_positives: tp,
         false_positives: detected.len() - tp,
-        false_negatives: truth.len() - tp,
-    }
+        false_negatives: counted.len() - tp,
+    };
+    (accuracy, found)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn match_beats_flags_each_true_peak_score_counts() {
+        // 0 and 1000 lie in the margins; 300 has no detection near it; 700 has two.
+        let truth = [0, 100, 300, 500, 700, 1000];
+        let detected = [1.0, 102.0, 498.0, 699.0, 705.0, 900.0];
+        let (accuracy, found) = match_beats(&detected, &truth, 5.0, 50, 1001);
+        assert_eq!(found, [false, true, false, true, true, false]);
+        assert_eq!(accuracy.true_positives, 3);
+        assert_eq!(accuracy.false_positives, 2); // 705 and 900
+        assert_eq!(accuracy.false_negatives, 1); // 300
+        let pooled = score(&detected, &truth, 5.0, 50, 1001);
+        assert_eq!(pooled.true_positives, accuracy.true_positives);
+        assert_eq!(pooled.false_positives, accuracy.false_positives);
+    }
 
     fn bpm_between(s: &Synthetic, rate: f64, from_h: f64, to_h: f64) -> f64 {
         let (from, to) = (

@@ -8,7 +8,9 @@ use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use zerohop::{DType, DeviceKind, TensorView};
 use zerohop_ecg::segment::Params;
-use zerohop_ecg::synth::{generate, score as run_score, write_csv, SynthOptions};
+use zerohop_ecg::synth::{
+    generate, match_beats as run_match, score as run_score, write_csv, SynthOptions,
+};
 use zerohop_ecg::{segment_with, Method};
 use zerohop_pyo3::args::{extract_items, MAX_NUMBERS};
 
@@ -194,6 +196,31 @@ fn score(
     ))
 }
 
+/// `score`'s five figures and which true peaks it matched (a list of bool, one per entry of
+/// `truth` in its order; False within `margin` of an end): per-class counts with the same
+/// one-to-one matching.
+#[pyfunction]
+#[allow(clippy::type_complexity)]
+fn match_beats(
+    detected: &Bound<'_, PyAny>,
+    truth: &Bound<'_, PyAny>,
+    tolerance: f64,
+    margin: usize,
+    length: usize,
+) -> PyResult<(f64, f64, usize, usize, usize, Vec<bool>)> {
+    let detected: Vec<f64> = extract_items(detected, "detected", MAX_NUMBERS)?;
+    let truth: Vec<usize> = extract_items(truth, "truth", MAX_NUMBERS)?;
+    let (a, found) = run_match(&detected, &truth, tolerance, margin, length);
+    Ok((
+        a.sensitivity(),
+        a.positive_predictive_value(),
+        a.true_positives,
+        a.false_positives,
+        a.false_negatives,
+        found,
+    ))
+}
+
 /// Raises ValueError, naming `what` and the numbers, when a recording of `samples` samples
 /// needs more than half of this machine's memory in the ECG job (32 bytes a sample): the rule
 /// `synthesize` applies too.
@@ -206,5 +233,6 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(segment, m)?)?;
     m.add_function(wrap_pyfunction!(synthesize, m)?)?;
     m.add_function(wrap_pyfunction!(score, m)?)?;
+    m.add_function(wrap_pyfunction!(match_beats, m)?)?;
     m.add_function(wrap_pyfunction!(check_memory, m)?)
 }

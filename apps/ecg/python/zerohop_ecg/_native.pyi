@@ -12,7 +12,7 @@ from numpy.typing import NDArray
 from .kernels import Annotations, CsvHeader, CsvReport, Params, WfdbInfo
 
 __all__ = [
-    "allocate_through", "VaeCpu", "adam_step", "check_memory", "csv_header", "params", "read_annotations",
+    "allocate_through", "VaeCpu", "adam_step", "check_memory", "csv_header", "match_beats", "params", "read_annotations",
     "read_csv", "read_wfdb", "score", "segment", "synthesize",
 ]
 
@@ -81,6 +81,13 @@ def score(
     margin: int,
     length: int,
 ) -> tuple[float, float, int, int, int]: ...
+def match_beats(
+    detected: Sequence[float] | NDArray[Any],
+    truth: Sequence[int] | NDArray[Any],
+    tolerance: float,
+    margin: int,
+    length: int,
+) -> tuple[float, float, int, int, int, list[bool]]: ...
 def read_wfdb(
     record: _Path, *, leads: str | Iterable[str | int] | None = None
 ) -> tuple[_TableParts, WfdbInfo]: ...

@@ -1,6 +1,6 @@
 """Judging one recording's detected beats, for the single-recording job (pipeline.py) and for
 each record of many (records.py): the check that they are heartbeats at the rate given, the
-few-beats warning, and EC57 scoring against reference annotations (zerohop_ecg.score)."""
+few-beats warning, and EC57 scoring against reference annotations (zerohop_ecg.match_beats, in Rust)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from . import score
+from .kernels import match_beats
 from .config import FEW_BEATS, MARGIN_S, TOLERANCE_S
 from .errors import EcgInputError
 from .report import Accuracy, ClassScore
@@ -42,26 +42,6 @@ def few_beats_warning(beats: int) -> str | None:
             f"space and the outlier ranking say little about so few")
 
 
-def matched_truth(detected: NDArray[Any], truth: NDArray[np.int64],
-                  tolerance: float) -> NDArray[np.bool_]:
-    """Which truth beats zerohop_ecg.score's matching finds (one-to-one, in time order), for
-    the per-class counts only: score gives the pooled counts, not which beats it matched.
-    Both lists already without the excluded ends."""
-    found = np.zeros(len(truth), dtype=bool)
-    i = j = 0
-    while i < len(detected) and j < len(truth):
-        d = detected[i] - truth[j]
-        if abs(d) <= tolerance:
-            found[j] = True
-            i += 1
-            j += 1
-        elif d < 0:
-            i += 1
-        else:
-            j += 1
-    return found
-
-
 def _class_scores(symbols: NDArray[Any], found: NDArray[np.bool_]) -> list[ClassScore]:
     """Beats and beats found per annotation class, the commonest first."""
     classes: list[ClassScore] = []
@@ -73,8 +53,8 @@ def _class_scores(symbols: NDArray[Any], found: NDArray[np.bool_]) -> list[Class
 
 
 def accuracy(r_peaks: NDArray[Any], truth: Truth, rate: float, samples: int) -> Accuracy:
-    """Sensitivity and positive predictivity (EC57 style), pooled (zerohop_ecg.score) and per
-    annotation class."""
+    """Sensitivity and positive predictivity (EC57 style), pooled and per annotation class, with one
+    matching (zerohop_ecg.match_beats, in Rust)."""
     tolerance = TOLERANCE_S * rate
     margin = int(MARGIN_S * rate)
     inside = (truth.samples >= margin) & (truth.samples < samples - margin)
@@ -86,12 +66,9 @@ def accuracy(r_peaks: NDArray[Any], truth: Truth, rate: float, samples: int) -> 
                f"the {MARGIN_S:g} s excluded at each end")
         return {"scored": False, "why": why, "reference": truth.name,
                 "tolerance_ms": TOLERANCE_S * 1000, "margin_s": MARGIN_S}
-    sens, ppv, tp, fp, fn = score(r_peaks, truth.samples, tolerance, margin, samples)
-    det_inside = r_peaks[(r_peaks >= margin) & (r_peaks < samples - margin)]
-    found = matched_truth(det_inside, truth.samples[inside], tolerance)
-    if int(found.sum()) != tp:
-        raise AssertionError(f"per-class matching found {int(found.sum())} beats, "
-                             f"zerohop_ecg.score {tp}")
+    sens, ppv, tp, fp, fn, matched = match_beats(r_peaks, truth.samples, tolerance, margin,
+                                                 samples)
+    found = np.asarray(matched, dtype=bool)[inside]
     f1 = 2 * tp / max(1, 2 * tp + fp + fn)
     return {"scored": True, "sensitivity": sens, "ppv": ppv, "f1": f1, "tp": tp, "fp": fp,
             "fn": fn,
@@ -100,4 +77,4 @@ def accuracy(r_peaks: NDArray[Any], truth: Truth, rate: float, samples: int) -> 
             "reference": truth.name}
 
 
-__all__ = ["accuracy", "check_detection", "few_beats_warning", "matched_truth"]
+__all__ = ["accuracy", "check_detection", "few_beats_warning"]

@@ -208,6 +208,7 @@ def synthesize(seconds: float, *, rate: float = 250.0, heart_rate: float = 70.0,
 csv_header = _native.csv_header
 params = _native.params
 score = _native.score
+match_beats = _native.match_beats
 check_memory = _native.check_memory
 read_annotations = _native.read_annotations
 VaeCpu = _native.VaeCpu
@@ -217,6 +218,6 @@ draw_from_zerohop("cpu")
 
 __all__ = [
     "Annotations", "CsvHeader", "CsvReport", "Params", "Segmentation", "VaeCpu",
-    "WfdbInfo", "adam_step", "check_memory", "csv_header", "draw_from_zerohop", "params", "read_annotations",
+    "WfdbInfo", "adam_step", "check_memory", "csv_header", "draw_from_zerohop", "match_beats", "params", "read_annotations",
     "read_csv", "read_wfdb", "score", "segment", "synthesize",
 ]

@@ -15,21 +15,23 @@ pub fn device_takes_stream(kind: i32) -> bool {
 
 /// `obj.__dlpack__(...)`: a versioned (1.x) capsule first; producers that refuse
 /// `max_version` (pyarrow raises TypeError, others raise other errors) are asked again for a
-/// legacy capsule. Device producers are asked to order their data before the legacy default
-/// stream (what a consumer with no stream of its own means). Fails with the producer's own
-/// exception type, both answers in its message.
+/// legacy capsule. Device producers are asked to order their data before `consumer_stream`
+/// (DLPack's numbering), or before the legacy default stream when the consumer has no stream
+/// of its own (None): the producer orders its work, as DLPack has it. Fails with the
+/// producer's own exception type, both answers in its message.
 pub fn request_capsule<'py>(
     py: Python<'py>,
     obj: &Bound<'py, PyAny>,
+    consumer_stream: Option<usize>,
 ) -> PyResult<Bound<'py, PyAny>> {
+    let stream = consumer_stream.unwrap_or(1);
     let (kind, _id): (i32, i32) = obj
         .call_method0(intern!(py, "__dlpack_device__"))?
         .extract()?;
     let kwargs = PyDict::new(py);
     kwargs.set_item(intern!(py, "max_version"), (1, 3))?;
     if device_takes_stream(kind) {
-        // The legacy default stream: what a consumer with no stream of its own means.
-        kwargs.set_item(intern!(py, "stream"), 1)?;
+        kwargs.set_item(intern!(py, "stream"), stream)?;
     }
     let dunder = intern!(py, "__dlpack__");
     match obj.call_method(dunder, (), Some(&kwargs)) {
@@ -37,7 +39,7 @@ pub fn request_capsule<'py>(
         Err(versioned_error) => {
             let legacy = if device_takes_stream(kind) {
                 let kwargs = PyDict::new(py);
-                kwargs.set_item(intern!(py, "stream"), 1)?;
+                kwargs.set_item(intern!(py, "stream"), stream)?;
                 obj.call_method(dunder, (), Some(&kwargs))
             } else {
                 obj.call_method0(dunder)

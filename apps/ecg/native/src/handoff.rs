@@ -63,14 +63,19 @@ pub(crate) fn table_parts<'py>(py: Python<'py>, table: &SoaTable) -> PyResult<Bo
         .into_pyobject(py)
 }
 
-/// The memory of `obj` (any DLPack producer, or a capsule) as a view, no copy; a legacy
-/// capsule's is read-only (the core's `Import::into_view`).
-pub(crate) fn view_of(py: Python<'_>, obj: &Bound<'_, PyAny>) -> PyResult<TensorView> {
+/// The memory of `obj` (any DLPack producer, or a capsule) as a view, no copy, ready for work
+/// on `stream` (a device producer orders itself before it; None: the legacy stream); a legacy
+/// capsule's view is read-only (the core's `Import::into_view`).
+pub(crate) fn view_of(
+    py: Python<'_>,
+    obj: &Bound<'_, PyAny>,
+    stream: Option<usize>,
+) -> PyResult<TensorView> {
     let requested;
     let capsule = if obj.is_instance_of::<PyCapsule>() {
         obj
     } else {
-        requested = request_capsule(py, obj)?;
+        requested = request_capsule(py, obj, stream)?;
         &requested
     };
     Ok(capsule::consume(capsule, zerohop_error)?.into_view(false))

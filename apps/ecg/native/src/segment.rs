@@ -18,10 +18,15 @@ use crate::csv::params;
 use crate::handoff::{tensor_capsule, view_of};
 use crate::{to_py, zerohop_error};
 
-/// The signal as a compact 1-d float32 host or device view: float32 producers are shared;
-/// float64 and other real host inputs (lists, NumPy float64 from WFDB readers) are converted.
-fn signal_view(py: Python<'_>, signal: &Bound<'_, PyAny>) -> PyResult<TensorView> {
-    if let Ok(view) = view_of(py, signal) {
+/// The signal as a compact 1-d float32 host or device view, ready for work on `stream`:
+/// float32 producers are shared; float64 and other real host inputs (lists, NumPy float64
+/// from WFDB readers) are converted.
+fn signal_view(
+    py: Python<'_>,
+    signal: &Bound<'_, PyAny>,
+    stream: Option<usize>,
+) -> PyResult<TensorView> {
+    if let Ok(view) = view_of(py, signal, stream) {
         if view.dtype() == DType::F32 && view.ndim() == 1 {
             return Ok(view);
         }
@@ -37,7 +42,7 @@ fn signal_view(py: Python<'_>, signal: &Bound<'_, PyAny>) -> PyResult<TensorView
         .import("numpy")?
         .call_method1("asarray", (signal, "float32"))
         .map_err(|e| PyValueError::new_err(format!("signal must be 1-d real numbers: {e}")))?;
-    let view = view_of(py, &converted)?;
+    let view = view_of(py, &converted, None)?;
     if view.ndim() != 1 {
         return Err(PyValueError::new_err(format!(
             "signal must be 1-d, got shape {:?}",
@@ -69,11 +74,11 @@ fn segment<'py>(
     stream: Option<usize>,
 ) -> PyResult<Bound<'py, PyDict>> {
     let method = Method::parse(method).map_err(to_py)?;
-    let view = signal_view(py, signal)?;
     let p = Params::for_rate(rate).map_err(to_py)?;
     let place = zerohop::Device::parse(device).map_err(zerohop_error)?;
     let (seg, stream) = match place.kind {
         DeviceKind::Cpu => {
+            let view = signal_view(py, signal, None)?;
             let values = view.as_slice::<f32>().map_err(zerohop_error)?;
             let seg = py
                 .detach(|| segment_with(values, &p, method))
@@ -81,13 +86,9 @@ fn segment<'py>(
             (seg, None)
         }
         DeviceKind::Cuda => {
-            let legacy = zerohop::cuda::LEGACY_STREAM;
-            let stream = zerohop::Stream(stream.unwrap_or(legacy.0));
-            if view.device().kind == DeviceKind::Cuda && stream != legacy {
-                // The producer ordered the signal before the legacy stream (what a consumer
-                // without a stream of its own asks for); the kernels' stream waits on it.
-                zerohop::cuda::order_streams(place.id, legacy, stream).map_err(zerohop_error)?;
-            }
+            let stream = zerohop::Stream(stream.unwrap_or(zerohop::cuda::LEGACY_STREAM.0));
+            // A device signal's producer orders its work before the kernels' stream.
+            let view = signal_view(py, signal, Some(stream.0))?;
             let seg = py
                 .detach(|| zerohop_ecg::gpu::segment_cuda_with(&view, &p, method, place.id, stream))
                 .map_err(to_py)?;

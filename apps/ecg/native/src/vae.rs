@@ -135,7 +135,7 @@ fn shared<const N: usize>(
 ) -> PyResult<[TensorView; N]> {
     let mut views = objects.map(|_| None);
     for (slot, obj) in views.iter_mut().zip(objects) {
-        *slot = Some(view_of(py, obj)?);
+        *slot = Some(view_of(py, obj, None)?);
     }
     Ok(views.map(|v| v.expect("every slot filled above")))
 }

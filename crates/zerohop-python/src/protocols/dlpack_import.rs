@@ -46,7 +46,7 @@ pub fn from_dlpack(
     {
         interface::from_array_interface(obj)?
     } else {
-        from_capsule(&request_capsule(py, obj)?, readonly)?
+        from_capsule(&request_capsule(py, obj, None)?, readonly)?
     };
     if copy == Some(true) {
         let copied = imported.view.private_copy().py()?;

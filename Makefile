@@ -136,7 +136,7 @@ fuzz:
 	bash scripts/fuzz.sh $(FUZZ_SECONDS)
 
 fuzz-smoke:
-	bash scripts/fuzz.sh 10
+	bash scripts/fuzz.sh 5
 
 # The Rust API reference, with every rustdoc warning (broken links, stray HTML) an error.
 doc-check: venv

@@ -122,7 +122,7 @@ fn the_spec_grammar_reads_groups_bare_columns_and_whitespace() {
 #[test]
 fn a_spec_of_many_names_is_accepted_and_a_late_duplicate_is_named() {
     // Fewer under Miri, which interprets every hash: the logic is the same.
-    let count = if cfg!(miri) { 300 } else { 20_000 };
+    let count = if cfg!(miri) { 60 } else { 20_000 };
     let names: Vec<String> = (0..count).map(|i| format!("t{i}")).collect();
     let spec = names.join(";");
     let map = TensorMap::parse(&spec).unwrap();
@@ -139,8 +139,9 @@ fn a_spec_of_many_names_is_accepted_and_a_late_duplicate_is_named() {
         format!("t{}", count - 1),
         "the order given is the order kept"
     );
-    let err = TensorMap::parse(&format!("{spec}; t123: x"))
+    let late = format!("t{}", count / 2);
+    let err = TensorMap::parse(&format!("{spec}; {late}: x"))
         .unwrap_err()
         .to_string();
-    assert!(err.contains("\"t123\" is defined twice"), "{err}");
+    assert!(err.contains(&format!("{late:?} is defined twice")), "{err}");
 }

@@ -6,6 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "scripts" / "check-layers.py"
 SRC = ROOT / "crates" / "zerohop-python" / "src"
@@ -51,3 +53,18 @@ def test_the_crate_stays_a_layer_of_conversions(tmp_path):
     result = run(padded)
     assert result.returncode == 1
     assert "over the 3000 an extension of conversions needs" in result.stderr
+
+
+@pytest.mark.parametrize("line", [
+    'fn f(py: Python<\'_>) { let _ = py.import("zerohop"); }',
+    'fn f(py: Python<\'_>) { let _ = py.import(intern!(py, "zerohop.memory")); }',
+])
+def test_a_detour_through_the_python_package_is_caught(tmp_path, line):
+    result = run(with_use(tmp_path, "tables/storage.rs", line))
+    assert result.returncode == 1
+    assert "imports the Python package" in result.stderr
+
+
+def test_the_extension_module_itself_is_not_a_detour(tmp_path):
+    line = 'fn f(py: Python<\'_>) { let _ = py.import(intern!(py, "zerohop._zerohop")); }'
+    assert run(with_use(tmp_path, "tables/storage.rs", line)).returncode == 0

@@ -20,11 +20,7 @@ from ._zerohop import (
     from_dlpack,
     zeros,
 )
-from ._zerohop import _AcrossMachinesBlock
-
-
-class CopyWarning(UserWarning):
-    """zerohop made a copy because the caller allowed one (copy=True or materialize=...)."""
+from ._zerohop import CopyWarning, NoSuchColumnError, _AcrossMachinesBlock
 
 
 class pickling:
@@ -57,15 +53,6 @@ class pickling:
                  traceback: TracebackType | None) -> None:
         if self._blocks:
             self._blocks.pop().close()
-
-
-class NoSuchColumnError(KeyError, ValueError):
-    """A table has no column of that name: the same exception from `table["x"]`, from
-    `table.tensors(["x"])` and from every other call that names columns. It is a KeyError (a
-    lookup by name) and a ValueError (a bad argument), so code catching either still works."""
-
-    def __str__(self) -> str:  # KeyError's own quotes the message
-        return str(self.args[0]) if self.args else ""
 
 
 #: Submodules reachable as attributes (``zerohop.memory`` after ``import zerohop``), imported

@@ -43,6 +43,8 @@ __all__ = [
     "_AcrossMachinesBlock",
     "OutOfMemoryError",
     "CudaError",
+    "CopyWarning",
+    "NoSuchColumnError",
     "memory",
     "cuda",
 ]
@@ -65,6 +67,12 @@ class OutOfMemoryError(MemoryError):
     requested: int
     in_use: int
     limit: int
+
+class CopyWarning(UserWarning):
+    """zerohop made a copy because the caller allowed one (copy=True or materialize=...)."""
+
+class NoSuchColumnError(KeyError, ValueError):
+    """A table has no column of that name (a KeyError and a ValueError)."""
 
 class CudaError(RuntimeError):
     # Set on every instance zerohop raises: the call zerohop made, the driver's CUresult

@@ -39,6 +39,14 @@ fn _zerohop(m: &Bound<'_, PyModule>) -> PyResult<()> {
         m.py().get_type::<base::errors::OutOfMemoryError>(),
     )?;
     m.add("CudaError", m.py().get_type::<base::errors::CudaError>())?;
+    m.add(
+        "CopyWarning",
+        m.py().get_type::<base::errors::CopyWarning>(),
+    )?;
+    m.add(
+        "NoSuchColumnError",
+        base::errors::no_such_column_type(m.py())?,
+    )?;
     let memory = PyModule::new(m.py(), "memory")?;
     memory.setattr(
         "__doc__",

@@ -1,11 +1,13 @@
 //! zerohop errors become Python exceptions here and nowhere else, with the same message.
 
 use pyo3::exceptions::{
-    PyBufferError, PyMemoryError, PyOSError, PyRuntimeError, PyTypeError, PyValueError,
+    PyBaseException, PyBufferError, PyKeyError, PyMemoryError, PyOSError, PyRuntimeError,
+    PyTypeError, PyUserWarning, PyValueError,
 };
 use pyo3::prelude::*;
-use pyo3::types::PyType;
-use pyo3::PyErr;
+use pyo3::sync::PyOnceLock;
+use pyo3::types::{PyDict, PyType};
+use pyo3::{intern, PyErr};
 use zerohop::Error;
 
 pyo3::create_exception!(
@@ -22,6 +24,42 @@ pyo3::create_exception!(
     "A CUDA driver call failed; `call` says which, `code` is the driver's CUresult and `name` \
      its symbol (CUDA_ERROR_ILLEGAL_ADDRESS, ...)."
 );
+
+pyo3::create_exception!(
+    zerohop,
+    CopyWarning,
+    PyUserWarning,
+    "zerohop made a copy because the caller allowed one (copy=True or materialize=...)."
+);
+
+/// `zerohop.NoSuchColumnError`: a KeyError and a ValueError at once, which `create_exception!`
+/// (one base) cannot make, so the class is built by `type(...)` once, here.
+pub fn no_such_column_type(py: Python<'_>) -> PyResult<&Bound<'_, PyType>> {
+    static CLASS: PyOnceLock<Py<PyType>> = PyOnceLock::new();
+    CLASS
+        .get_or_try_init(py, || {
+            let namespace = PyDict::new(py);
+            namespace.set_item("__module__", "zerohop")?;
+            namespace.set_item(
+                "__doc__",
+                "A table has no column of that name: the same exception from `table[\"x\"]`, \
+                 from `table.tensors([\"x\"])` and from every other call that names columns. \
+                 It is a KeyError (a lookup by name) and a ValueError (a bad argument), so code \
+                 catching either still works.",
+            )?;
+            // KeyError's own __str__ quotes the message; BaseException's gives it as written.
+            let plain_str = py
+                .get_type::<PyBaseException>()
+                .getattr(intern!(py, "__str__"))?;
+            namespace.set_item("__str__", plain_str)?;
+            let bases = (py.get_type::<PyKeyError>(), py.get_type::<PyValueError>());
+            let class = py
+                .get_type::<PyType>()
+                .call1(("NoSuchColumnError", bases, namespace))?;
+            Ok(class.cast_into::<PyType>()?.unbind())
+        })
+        .map(|class| class.bind(py))
+}
 
 fn cuda_error(message: String, call: String, code: i32, name: String) -> PyErr {
     let err = CudaError::new_err(message);
@@ -74,19 +112,11 @@ pub fn to_py(err: Error) -> PyErr {
     }
 }
 
-/// `zerohop.NoSuchColumnError` (a KeyError and a ValueError, defined in the package), or a
-/// ValueError should the package not be importable or the name rebound to a non-class.
+/// `zerohop.NoSuchColumnError` with `message`.
 fn no_such_column(message: String) -> PyErr {
-    Python::attach(|py| {
-        let class = py
-            .import("zerohop")
-            .and_then(|m| m.getattr("NoSuchColumnError"))
-            .ok()
-            .and_then(|class| class.cast_into::<PyType>().ok());
-        match class {
-            Some(class) => PyErr::from_type(class, message),
-            None => PyValueError::new_err(message),
-        }
+    Python::attach(|py| match no_such_column_type(py) {
+        Ok(class) => PyErr::from_type(class.clone(), message),
+        Err(err) => err,
     })
 }
 
@@ -102,8 +132,6 @@ impl<T> IntoPyResult<T> for zerohop::Result<T> {
 
 /// Reports a copy the caller allowed, as a `zerohop.CopyWarning`.
 pub fn warn_copy(py: Python<'_>, what: &str) -> PyResult<()> {
-    let warnings = py.import("warnings")?;
-    let category = py.import("zerohop")?.getattr("CopyWarning")?;
-    warnings.call_method1("warn", (what, category, 2))?;
-    Ok(())
+    let message = std::ffi::CString::new(what).unwrap_or_default();
+    PyErr::warn(py, &py.get_type::<CopyWarning>(), &message, 2)
 }

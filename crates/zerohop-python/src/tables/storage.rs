@@ -13,6 +13,7 @@ use crate::protocols::arrow::{
     array_capsules, batch_capsules, boxed_capsule, field_schema_capsule, requested_type,
     schema_capsule, stream_capsule, DEVICE_ARRAY, DEVICE_STREAM, SCHEMA,
 };
+use crate::protocols::dlpack_import::from_dlpack;
 
 /// The memory behind a `zerohop.Table`: the core's table (one SoA buffer, Arrow record batch
 /// or adopted device columns), which holds every rule; what is here converts for Python.
@@ -136,15 +137,13 @@ pub fn tensor_schema_capsule<'py>(
     Ok(field_schema_capsule(py, &field)?.into_any())
 }
 
-/// A table sharing the memory of `columns` ({name: tensor}), each taken through
-/// `zerohop.from_dlpack` (zerohop tensors keep their producing stream).
+/// A table sharing the memory of `columns` ({name: tensor}), each taken as `from_dlpack`
+/// takes it (zerohop tensors keep their producing stream).
 pub fn storage_from_tensors(py: Python<'_>, columns: &Bound<'_, PyAny>) -> PyResult<Storage> {
-    let from_dlpack = py.import("zerohop")?.getattr("from_dlpack")?;
     let mut views = Vec::new();
     let mut stream = 1usize;
     for (name, obj) in zerohop_pyo3::args::named_items(columns)? {
-        let tensor = from_dlpack.call1((obj,))?;
-        let tensor = tensor.cast::<PyTensor>()?.get();
+        let tensor = from_dlpack(py, &obj, None, None)?;
         if views.is_empty() {
             stream = tensor.stream();
         }

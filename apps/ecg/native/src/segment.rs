@@ -8,9 +8,7 @@ use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use zerohop::{DType, DeviceKind, TensorView};
 use zerohop_ecg::segment::Params;
-use zerohop_ecg::synth::{
-    generate, match_beats as run_match, score as run_score, write_csv, SynthOptions,
-};
+use zerohop_ecg::synth::{generate, match_beats as run_match, write_csv, SynthOptions};
 use zerohop_ecg::{segment_with, Method};
 use zerohop_pyo3::args::{extract_items, MAX_NUMBERS};
 
@@ -185,16 +183,8 @@ fn score(
     margin: usize,
     length: usize,
 ) -> PyResult<(f64, f64, usize, usize, usize)> {
-    let detected: Vec<f64> = extract_items(detected, "detected", MAX_NUMBERS)?;
-    let truth: Vec<usize> = extract_items(truth, "truth", MAX_NUMBERS)?;
-    let a = run_score(&detected, &truth, tolerance, margin, length);
-    Ok((
-        a.sensitivity(),
-        a.positive_predictive_value(),
-        a.true_positives,
-        a.false_positives,
-        a.false_negatives,
-    ))
+    let (sens, ppv, tp, fp, fn_, _) = match_beats(detected, truth, tolerance, margin, length)?;
+    Ok((sens, ppv, tp, fp, fn_))
 }
 
 /// `score`'s five figures and which true peaks it matched (a list of bool, one per entry of

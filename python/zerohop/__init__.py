@@ -20,7 +20,7 @@ from ._zerohop import (
     from_dlpack,
     zeros,
 )
-from ._zerohop import CopyWarning, NoSuchColumnError, _AcrossMachinesBlock
+from ._zerohop import CopyWarning, NoSuchColumnError, StreamError, _AcrossMachinesBlock
 
 
 class pickling:
@@ -84,7 +84,7 @@ def __dir__():
 
 __all__ = [
     "CopyWarning", "CudaError", "DLPACK_VERSION", "NoSuchColumnError", "OutOfMemoryError",
-    "Table",
+    "StreamError", "Table",
     "Tensor", "__version__", "pickling",
     "cuda", "from_arrow", "from_dlpack", "memory", "zeros",
 ]

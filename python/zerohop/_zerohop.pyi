@@ -45,6 +45,7 @@ __all__ = [
     "CudaError",
     "CopyWarning",
     "NoSuchColumnError",
+    "StreamError",
     "memory",
     "cuda",
 ]
@@ -73,6 +74,9 @@ class CopyWarning(UserWarning):
 
 class NoSuchColumnError(KeyError, ValueError):
     """A table has no column of that name (a KeyError and a ValueError)."""
+
+class StreamError(BufferError, ValueError):
+    """A stream cannot order this hand-off (a BufferError and a ValueError)."""
 
 class CudaError(RuntimeError):
     # Set on every instance zerohop raises: the call zerohop made, the driver's CUresult

@@ -8,7 +8,6 @@ use zerohop::dlpack::ffi::DLManagedTensorVersioned;
 use zerohop::dlpack::{export_versioned, ExportOptions};
 use zerohop::guard::WriteGuard;
 use zerohop::soa::{MapOptions, MappedTensor, TensorMap};
-use zerohop::{DeviceKind, Stream};
 
 use crate::status::{
     give, guard, guarded, handle, out_param, release, text, zh_status, Failure, Outcome,
@@ -111,7 +110,7 @@ pub(crate) fn apply(map: &zh_map, table: &zh_table, out: *mut *mut zh_tensors) -
     // On a device, fingerprinted on the stream the data is produced on.
     let watch = map
         .guard_const
-        .then(|| WriteGuard::over_mapped(&table.table, &tensors, Stream(table.stream)))
+        .then(|| WriteGuard::over_mapped(&table.table, &tensors, table.stream))
         .transpose()?;
     let made = zh_tensors {
         tensors,
@@ -356,15 +355,6 @@ pub unsafe extern "C" fn zh_tensors_verify_unwritten(
             Failure::invalid("tensors were mapped without ZH_MAP_GUARD_CONST: nothing to verify")
         })?;
         let device = watch.device();
-        let stream = match device.kind {
-            DeviceKind::Cuda => Stream::cuda(stream)?,
-            DeviceKind::Cpu if stream != 0 => {
-                return Err(Failure::invalid(format!(
-                    "stream {stream}: the table is on {device}, which has no streams; pass 0"
-                )))
-            }
-            _ => Stream(stream),
-        };
-        Ok(watch.verify(stream)?)
+        Ok(watch.verify(crate::stream::work_stream(stream, device)?)?)
     })
 }

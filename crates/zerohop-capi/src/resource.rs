@@ -250,7 +250,7 @@ pub unsafe extern "C" fn zh_allocate(
                 "alignment {align} is not a power of two"
             )));
         }
-        let ptr = checked_allocate(&resource.inner, bytes, align, Stream(stream))?;
+        let ptr = checked_allocate(&resource.inner, bytes, align, on(resource, stream))?;
         // SAFETY: checked non-NULL above.
         unsafe { *out = ptr.as_ptr().cast() };
         Ok(())
@@ -278,7 +278,13 @@ pub unsafe extern "C" fn zh_deallocate(
             return Ok(());
         }
         let align = if align == 0 { POOL_ALIGNMENT } else { align };
-        checked_deallocate(&resource.inner, ptr as usize, bytes, align, Stream(stream))?;
+        checked_deallocate(
+            &resource.inner,
+            ptr as usize,
+            bytes,
+            align,
+            on(resource, stream),
+        )?;
         Ok(())
     })
 }
@@ -306,7 +312,7 @@ pub unsafe extern "C" fn zh_cuda_malloc(
 ) -> *mut c_void {
     let mut out = std::ptr::null_mut();
     let status = guard(|| {
-        out = framework_allocate(size, device, Stream(stream as usize))?
+        out = framework_allocate(size, device, stream as usize)?
             .as_ptr()
             .cast();
         Ok(())
@@ -336,7 +342,13 @@ pub unsafe extern "C" fn zh_cuda_free(
             return Ok(());
         };
         // SAFETY: per this function's contract.
-        unsafe { framework_deallocate(ptr, size, device, Stream(stream as usize)) }?;
+        unsafe { framework_deallocate(ptr, size, device, stream as usize) }?;
         Ok(())
     });
+}
+
+/// A C caller's stream for `resource`: 0 is none on the host and CUDA's NULL stream (the
+/// legacy default stream) on a device, as for framework allocators.
+fn on(resource: &zh_resource, stream: usize) -> Stream {
+    Stream::from_allocator(resource.inner.device(), stream)
 }

@@ -1,7 +1,9 @@
 //! The CUDA stream a table's data is produced on, and maps applied for the stream that will
-//! read them: the C face of what DLPack's `stream` argument does for Python consumers.
+//! read them: the C face of what DLPack's `stream` argument does for Python consumers. The
+//! rules are the core's (`zerohop::handoff`); this converts C's numbering (0: no stream) once.
 
-use zerohop::DeviceKind;
+use zerohop::handoff::{ConsumerStream, Stream};
+use zerohop::{Device, DeviceKind};
 
 use crate::map::{apply, zh_map, zh_tensors};
 use crate::status::{guard, handle, handle_mut, out_param, zh_status, Failure, Outcome};
@@ -30,7 +32,7 @@ pub unsafe extern "C" fn zh_table_set_stream(table: *mut zh_table, stream: usize
                  a stream"
             )));
         }
-        t.stream = device_stream(stream)?;
+        t.stream = Stream::cuda(stream)?;
         Ok(())
     })
 }
@@ -46,7 +48,7 @@ pub unsafe extern "C" fn zh_table_get_stream(table: *const zh_table, out: *mut u
         // SAFETY: per the contract.
         let t = unsafe { handle(table, "table") }?;
         // SAFETY: checked non-NULL above.
-        unsafe { *out = t.stream };
+        unsafe { *out = t.stream.raw() };
         Ok(())
     })
 }
@@ -73,38 +75,17 @@ pub unsafe extern "C" fn zh_map_apply_on_stream(
         // SAFETY: per the contract.
         let t = unsafe { handle(table, "table") }?;
         let device = t.table.device();
-        if device.kind == DeviceKind::Cuda {
-            if device_stream(stream)? != t.stream {
-                order(device.id, t.stream, stream)?;
-            }
-        } else if stream != 0 {
-            return Err(Failure::invalid(format!(
-                "stream {stream}: the table is on {device}, which has no streams; pass 0"
-            )));
-        }
+        let consumer = ConsumerStream::from_c(stream, device)?;
+        t.table.ready_on(t.stream, consumer)?;
         apply(map, t, out)
     })
 }
 
-/// `stream` as a stream of a CUDA device: 0 means no stream in DLPack, ambiguous there.
-fn device_stream(stream: usize) -> Outcome<usize> {
-    Ok(zerohop::Stream::cuda(stream)?.0)
-}
-
-#[cfg(feature = "cuda")]
-fn order(device: i32, producer: usize, consumer: usize) -> Outcome {
-    Ok(zerohop::cuda::order_streams(
-        device,
-        zerohop::Stream(producer),
-        zerohop::Stream(consumer),
-    )?)
-}
-
-#[cfg(not(feature = "cuda"))]
-fn order(_: i32, _: usize, _: usize) -> Outcome {
-    Err(zerohop::Error::CudaUnavailable {
-        what: "stream".into(),
-        reason: "this build of zerohop has no CUDA support".into(),
-    }
-    .into())
+/// A C caller's stream for work on `device`: none (0) for host data, a named stream on a
+/// device, by the core's rule.
+pub(crate) fn work_stream(value: usize, device: Device) -> Outcome<Stream> {
+    Ok(match ConsumerStream::from_c(value, device)? {
+        ConsumerStream::On(stream) => Stream::on(stream),
+        _ => Stream::HOST,
+    })
 }

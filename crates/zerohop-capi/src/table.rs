@@ -9,7 +9,7 @@ use zerohop::dlpack::ffi::DLManagedTensorVersioned;
 use zerohop::dlpack::{export_versioned, import_all_versioned, import_versioned, ExportOptions};
 use zerohop::memory::current_resource;
 use zerohop::soa::{ColumnOptions, ColumnTable, SoaTable, Table};
-use zerohop::{DType, Device, Owner, ReleaseCallback, TensorView};
+use zerohop::{DType, Device, Owner, ReleaseCallback, Stream, TensorView};
 
 use crate::layout::alignment_or_default;
 use crate::resource::zh_resource;
@@ -24,15 +24,18 @@ use crate::status::{
 /// is produced on.
 pub struct zh_table {
     pub(crate) table: Table,
-    /// The CUDA stream the data is produced on (DLPack's numbering: 1 the legacy default
-    /// stream); 0 for host tables. See `zh_table_set_stream`.
-    pub(crate) stream: usize,
+    /// The CUDA stream the data is produced on (the legacy default stream unless set); none
+    /// for host tables. See `zh_table_set_stream`.
+    pub(crate) stream: Stream,
 }
 
 impl zh_table {
     /// A handle for `table`, on the legacy default stream when its data is on a CUDA device.
     pub(crate) fn new(table: Table) -> Self {
-        let stream = usize::from(table.device().kind == zerohop::DeviceKind::Cuda);
+        let stream = match table.device().kind {
+            zerohop::DeviceKind::Cuda => Stream::LEGACY,
+            _ => Stream::HOST,
+        };
         zh_table { table, stream }
     }
 
@@ -320,7 +323,7 @@ pub unsafe extern "C" fn zh_table_write_column(
     })
 }
 
-fn write(target: &TensorView, source: &TensorView, name: &str, stream: usize) -> Outcome {
+fn write(target: &TensorView, source: &TensorView, name: &str, stream: Stream) -> Outcome {
     if target.dtype() != source.dtype() || target.shape() != source.shape() {
         return Err(Failure::invalid(format!(
             "column {name:?} is {} {:?}; the tensor written into it is {} {:?}",
@@ -370,7 +373,7 @@ fn byte_span(view: &TensorView) -> (usize, usize) {
 }
 
 #[cfg(feature = "cuda")]
-fn device_write(target: &TensorView, source: &TensorView, name: &str, stream: usize) -> Outcome {
+fn device_write(target: &TensorView, source: &TensorView, name: &str, stream: Stream) -> Outcome {
     use zerohop::cuda::{copy_async, synchronize};
     use zerohop::DeviceKind;
     if !target.is_contiguous() || !source.is_contiguous() {
@@ -388,8 +391,11 @@ fn device_write(target: &TensorView, source: &TensorView, name: &str, stream: us
         .into_iter()
         .find(|d| d.kind == DeviceKind::Cuda)
         .map_or(0, |d| d.id);
-    // A host table's write to or from a device (stream 0) goes on the legacy stream.
-    let stream = zerohop::Stream(stream.max(1));
+    // A host table's write to or from a device (no stream) goes on the legacy stream.
+    let stream = match stream.cuda_stream() {
+        Some(_) => stream,
+        None => Stream::LEGACY,
+    };
     // SAFETY: both ranges hold nbytes bytes of live memory (validated views kept alive for
     // the call); the table's stream orders the copy after the work queued on it, and the
     // host waits for it before returning (the source is released then).
@@ -473,8 +479,12 @@ pub unsafe extern "C" fn zh_table_from_columns(
         let on_cuda = columns
             .first()
             .is_some_and(|(_, v)| v.device().kind == zerohop::DeviceKind::Cuda);
-        // DLPack's legacy default stream on CUDA (1), the host otherwise.
-        let stream = zerohop::Stream(usize::from(on_cuda));
+        // The legacy default stream on CUDA, none on the host.
+        let stream = if on_cuda {
+            Stream::LEGACY
+        } else {
+            Stream::HOST
+        };
         give(
             out,
             zh_table::new(ColumnTable::new(columns, stream)?.into()),

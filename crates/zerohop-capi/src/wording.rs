@@ -16,6 +16,7 @@ const IN_C_TERMS: &[(&str, &str)] = &[
         "Ask for a copy (copy=True) to export a compact tensor",
         "Adopt a tensor with non-negative strides (zh_table_from_columns) instead",
     ),
+    ("which has no streams: name none", "which has no streams; pass 0"),
 ];
 
 /// `message` with the core's Python spellings in C's.

@@ -47,6 +47,7 @@ fn _zerohop(m: &Bound<'_, PyModule>) -> PyResult<()> {
         "NoSuchColumnError",
         base::errors::no_such_column_type(m.py())?,
     )?;
+    m.add("StreamError", base::errors::stream_error_type(m.py())?)?;
     let memory = PyModule::new(m.py(), "memory")?;
     memory.setattr(
         "__doc__",

@@ -13,10 +13,12 @@ use zerohop::Stream;
 
 fn median_ns(resource: &dyn MemoryResource, bytes: usize, pairs: usize) -> f64 {
     let once = || {
-        let p = resource.allocate(bytes, 256, Stream(1)).expect("allocate");
+        let p = resource
+            .allocate(bytes, 256, Stream::LEGACY)
+            .expect("allocate");
         black_box(p);
         // SAFETY: freed once with its allocation arguments.
-        unsafe { resource.deallocate(p, bytes, 256, Stream(1)) };
+        unsafe { resource.deallocate(p, bytes, 256, Stream::LEGACY) };
     };
     for _ in 0..pairs.min(100) {
         once();

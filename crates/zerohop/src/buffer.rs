@@ -3,11 +3,11 @@
 use std::any::Any;
 use std::fmt;
 use std::ptr::NonNull;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use crate::device::Device;
 use crate::error::{Error, Result};
-use crate::memory::{MemoryResource, Stream};
+use crate::memory::{CudaStream, MemoryResource, Stream};
 
 /// Anything that keeps memory alive. Dropping the last clone releases the memory.
 pub type Owner = Arc<dyn Any + Send + Sync>;
@@ -23,11 +23,19 @@ enum Origin {
     Foreign { _owner: Owner },
 }
 
+/// The most consumer streams one block remembers; beyond it the oldest is forgotten (a
+/// block handed to more streams than this at once is rare, and forgetting one only loses the
+/// ordering of its free, never the data it was given).
+const MAX_CONSUMERS: usize = 8;
+
 struct Inner {
     ptr: NonNull<u8>,
     len: usize,
     device: Device,
     origin: Origin,
+    /// CUDA streams that were handed this block (`Buffer::note_consumer`): its free waits for
+    /// the work they had queued by then.
+    consumers: Mutex<Vec<CudaStream>>,
 }
 
 // SAFETY: `Inner` only stores the address of a block; the block itself is owned (through the
@@ -46,6 +54,7 @@ impl Drop for Inner {
             stream,
         } = &self.origin
         {
+            self.order_free_after_consumers(*stream);
             // SAFETY: `ptr` came from `resource.allocate(len, align, stream)` in
             // `Buffer::allocate`, and this is the only place it is freed.
             unsafe { resource.deallocate(self.ptr, self.len, *align, *stream) };
@@ -54,6 +63,42 @@ impl Drop for Inner {
 }
 
 /// A reference-counted allocation tagged with its device and its owner.
+impl Inner {
+    /// Makes the stream the block is freed on wait for the work its consumers queued before
+    /// now (no host wait): a pool may then hand the block out again at once. A consumer
+    /// capturing a CUDA graph cannot be waited for from outside; the graph's owner keeps such
+    /// memory alive, as with any graph input.
+    fn order_free_after_consumers(&self, freed_on: Stream) {
+        let consumers =
+            std::mem::take(&mut *self.consumers.lock().unwrap_or_else(|p| p.into_inner()));
+        #[cfg(feature = "cuda")]
+        if freed_on.cuda_stream().is_some() {
+            for consumer in consumers {
+                // A failure (a capture in the way) cannot be reported from a free; the block
+                // is freed as it would have been without the consumer's stream.
+                let _ = crate::cuda::order_streams(self.device.id, Stream::on(consumer), freed_on);
+            }
+        }
+        #[cfg(not(feature = "cuda"))]
+        let _ = (consumers, freed_on);
+    }
+
+    fn note_consumer(&self, stream: CudaStream) {
+        match &self.origin {
+            Origin::Resource { .. } => {
+                let mut seen = self.consumers.lock().unwrap_or_else(|p| p.into_inner());
+                if !seen.contains(&stream) {
+                    if seen.len() == MAX_CONSUMERS {
+                        seen.remove(0);
+                    }
+                    seen.push(stream);
+                }
+            }
+            Origin::Foreign { _owner } => Buffer::note_consumer(_owner, stream),
+        }
+    }
+}
+
 #[derive(Clone)]
 pub struct Buffer {
     inner: Arc<Inner>,
@@ -78,6 +123,7 @@ impl Buffer {
                     align,
                     stream,
                 },
+                consumers: Mutex::default(),
             }),
         })
     }
@@ -103,12 +149,32 @@ impl Buffer {
                 len,
                 device,
                 origin: Origin::Foreign { _owner: owner },
+                consumers: Mutex::default(),
             }),
         }
     }
 
     /// An owner that keeps this buffer's memory alive: the buffer's own reference count, so
     /// handing one to each of many views allocates nothing.
+    /// Notes that work queued on `stream` reads or writes the memory `owner` keeps alive, when
+    /// that memory is a zerohop block (or a slice of one): the block's free is then ordered
+    /// after that work. Other owners (a framework's tensor, a capsule) free their memory by
+    /// their own rules, so nothing is noted for them.
+    pub fn note_consumer(owner: &Owner, stream: CudaStream) {
+        if let Some(inner) = owner.downcast_ref::<Inner>() {
+            inner.note_consumer(stream);
+        }
+    }
+
+    /// The CUDA streams noted for this block and not yet ordered (for tests).
+    pub fn consumers(&self) -> Vec<CudaStream> {
+        self.inner
+            .consumers
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
     pub fn owner(&self) -> Owner {
         self.inner.clone()
     }

@@ -62,6 +62,17 @@ pub enum Error {
     /// object that cannot take the path asked of it (pickling device memory).
     #[error("{0}")]
     WrongType(String),
+    /// A stream a caller named cannot order this hand-off: 0 (ambiguous on a device), a
+    /// stream for data that has none, a capture that cannot take the dependency.
+    #[error("invalid stream {stream}: {reason}")]
+    Stream { stream: String, reason: String },
+    /// A consumer would need a copy (read-only memory for torch, strides for TensorFlow, …)
+    /// that the caller did not allow; `reason` says why and what to do instead.
+    #[error("tensor {tensor:?} cannot be shared: {reason}. Options: {}", reason.options())]
+    HandOff {
+        tensor: String,
+        reason: crate::handoff::CopyReason,
+    },
     /// A table has no column of this name (`columns`: the names it has, comma-separated).
     #[error("invalid column: no column named {name:?} (columns: {columns})")]
     NoSuchColumn { name: String, columns: String },

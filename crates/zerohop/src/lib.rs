@@ -13,6 +13,7 @@ pub mod dtype;
 pub mod error;
 pub mod gate;
 pub mod guard;
+pub mod handoff;
 pub mod memory;
 #[cfg(feature = "ndarray")]
 pub mod ndarray_views;

@@ -33,7 +33,7 @@ impl TensorView {
         let (source, target) = (self.device(), resource.device());
         let cuda_involved = source.kind == DeviceKind::Cuda || target.kind == DeviceKind::Cuda;
         if cuda_involved {
-            Stream::cuda(stream.0)?;
+            stream.require_cuda()?;
         }
         // A validated view always has a span that fits in memory.
         let (offset, nbytes) = span(self.shape(), self.strides(), self.dtype().itemsize())
@@ -108,7 +108,7 @@ mod tests {
             .flip(1)
             .unwrap();
         let copy = view
-            .moved_to(default_host_resource(), Stream(0), Stream(0))
+            .moved_to(default_host_resource(), Stream::HOST, Stream::HOST)
             .unwrap();
         assert_eq!(copy.to_vec::<f32>().unwrap(), view.to_vec::<f32>().unwrap());
         assert_eq!(copy.to_vec::<f32>().unwrap(), vec![6.0, 4.0, 10.0, 8.0]);
@@ -128,12 +128,12 @@ mod tests {
             .unwrap()
             .into_readonly();
         let copy = view
-            .moved_to(default_host_resource(), Stream(0), Stream(0))
+            .moved_to(default_host_resource(), Stream::HOST, Stream::HOST)
             .unwrap();
         assert!(copy.is_readonly());
         let empty = TensorView::zeros(DType::F64, &[0, 5]).unwrap();
         let copy = empty
-            .moved_to(default_host_resource(), Stream(0), Stream(0))
+            .moved_to(default_host_resource(), Stream::HOST, Stream::HOST)
             .unwrap();
         assert_eq!(copy.shape(), &[0, 5]);
     }
@@ -144,7 +144,7 @@ mod tests {
         let bytes = Buffer::zeroed_host(1, 64).unwrap();
         let packed = TensorView::from_buffer(bytes, int4, &[1]).unwrap();
         let err = packed
-            .moved_to(default_host_resource(), Stream(0), Stream(0))
+            .moved_to(default_host_resource(), Stream::HOST, Stream::HOST)
             .unwrap_err();
         assert!(err.to_string().contains("packs several"), "{err}");
     }

@@ -114,7 +114,8 @@ fn read_csv<'py>(
             (table, details)
         }
         zerohop::DeviceKind::Cuda => {
-            let stream = zerohop::Stream(stream.unwrap_or(zerohop::cuda::LEGACY_STREAM.0));
+            let stream = stream.map_or(Ok(zerohop::Stream::LEGACY), zerohop::Stream::cuda);
+            let stream = stream.map_err(zerohop_error)?;
             let read = py
                 .detach(|| zerohop_ecg::gpu::csv::read_csv_cuda(&path, &options, place.id, stream))
                 .map_err(to_py)?;

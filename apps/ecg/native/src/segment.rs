@@ -84,13 +84,14 @@ fn segment<'py>(
             (seg, None)
         }
         DeviceKind::Cuda => {
-            let stream = zerohop::Stream(stream.unwrap_or(zerohop::cuda::LEGACY_STREAM.0));
+            let stream = stream.map_or(Ok(zerohop::Stream::LEGACY), zerohop::Stream::cuda);
+            let stream = stream.map_err(zerohop_error)?;
             // A device signal's producer orders its work before the kernels' stream.
-            let view = signal_view(py, signal, Some(stream.0))?;
+            let view = signal_view(py, signal, Some(stream.raw()))?;
             let seg = py
                 .detach(|| zerohop_ecg::gpu::segment_cuda_with(&view, &p, method, place.id, stream))
                 .map_err(to_py)?;
-            (seg, Some(stream.0))
+            (seg, Some(stream.raw()))
         }
         _ => {
             return Err(PyValueError::new_err(format!(

@@ -169,7 +169,7 @@ impl Reader<'_> {
                 text.as_ptr().add(len) as sys::CUdeviceptr,
                 0,
                 tiles * TILE - len,
-                stream.0 as sys::CUstream,
+                stream.raw() as sys::CUstream,
             )
         }
         .map_err(|e| super::cuda_error("memset", e))?;

@@ -98,7 +98,7 @@ unsafe fn launch(
             (blocks, 1, 1),
             (threads, 1, 1),
             shared as u32,
-            stream.0 as sys::CUstream,
+            stream.raw() as sys::CUstream,
             args,
         )
     }

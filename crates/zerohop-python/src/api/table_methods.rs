@@ -5,7 +5,7 @@ use pyo3::exceptions::{PyBufferError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyTuple};
 use zerohop::soa::{ColumnOptions, MapOptions, SoaTable, SOA_DEFAULT_ALIGNMENT};
-use zerohop::TensorView;
+use zerohop::{Stream, TensorView};
 
 use crate::base::errors::{warn_copy, IntoPyResult};
 use crate::protocols::dlpack_import::from_dlpack;
@@ -401,10 +401,10 @@ impl PyTable {
     fn to(&self, py: Python<'_>, device: &str, stream: Option<usize>) -> PyResult<PyTable> {
         let table = self.storage.soa_to_move().py()?;
         let resource = resource_for(device)?;
-        let stream = stream.unwrap_or(zerohop::cuda::LEGACY_STREAM.0);
-        let (table, produced_on) = (table.clone(), zerohop::Stream(self.stream));
+        let stream = stream.map_or(Ok(Stream::LEGACY), Stream::cuda).py()?;
+        let (table, produced_on) = (table.clone(), self.stream);
         let copied = py
-            .detach(move || table.moved_to(resource, zerohop::Stream(stream), produced_on))
+            .detach(move || table.moved_to(resource, stream, produced_on))
             .py()?;
         Ok(PyTable {
             storage: Storage::Soa(copied),

@@ -7,7 +7,8 @@ use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyTuple};
 use zerohop::dlpack::{export_legacy, export_versioned, ExportOptions};
-use zerohop::{DeviceKind, Stream};
+use zerohop::handoff::{plan, ready_on, Allowance, Consumer, ConsumerStream, Plan, Stream};
+use zerohop::DeviceKind;
 
 use crate::base::errors::IntoPyResult;
 use crate::base::tensor::{typestr, PyTensor};
@@ -29,66 +30,25 @@ fn int_pair(value: Option<&Bound<'_, PyAny>>, name: &str) -> PyResult<Option<(i6
     Ok(Some((first, second)))
 }
 
-/// Applies a consumer's DLPack `stream` argument: host data takes only None (or -1, "no
-/// synchronisation"); for CUDA data the consumer's stream waits on an event recorded on the
-/// producing stream (None means the legacy default stream; -1 skips synchronisation).
-fn honour_stream(tensor: &PyTensor, stream: Option<&Bound<'_, PyAny>>) -> PyResult<()> {
-    let device = tensor.view.device();
+/// A consumer's DLPack `stream` argument, converted by the core's rule.
+fn consumer_stream(
+    tensor: &PyTensor,
+    stream: Option<&Bound<'_, PyAny>>,
+) -> PyResult<ConsumerStream> {
     let value: Option<i64> = match stream {
-        None => None,
-        Some(s) if s.is_none() => None,
-        Some(s) => Some(
+        Some(s) if !s.is_none() => Some(
             s.extract()
                 .map_err(|_| PyTypeError::new_err("stream must be None or an int"))?,
         ),
+        _ => None,
     };
-    if value == Some(0) {
-        zerohop::Stream::cuda(0).py()?; // refused: DLPack allows no stream 0
-    }
-    if value == Some(-1) {
-        return Ok(());
-    }
-    if device.kind != DeviceKind::Cuda {
-        return match value {
-            None => Ok(()),
-            Some(v) if device.is_host_accessible() => Err(PyBufferError::new_err(format!(
-                "stream must be None for {device} data, got {v}"
-            ))),
-            Some(v) => Err(PyBufferError::new_err(format!(
-                "stream {v} on {device}: zerohop synchronises CUDA streams only"
-            ))),
-        };
-    }
-    let consumer = match value {
-        None => 1,
-        Some(v) if v < 0 => {
-            return Err(PyValueError::new_err(format!(
-                "stream {v} is not a CUDA stream"
-            )))
-        }
-        Some(v) => v as usize,
-    };
-    let producer = tensor.stream();
-    if producer != 0 && producer != consumer {
-        zerohop::cuda::order_streams(device.id, Stream(producer), Stream(consumer))
-            .map_err(crate::base::errors::to_py)?;
-    }
-    Ok(())
+    ConsumerStream::from_dlpack(value, tensor.view.device()).py()
 }
 
-/// Consumers whose handling of read-only data zerohop knows, found by the module of the
-/// Python function that called `__dlpack__`. Looked up only for read-only tensors.
-#[derive(PartialEq)]
-enum KnownConsumer {
-    /// torch.from_dlpack ignores the READ_ONLY flag: it would get writable access.
-    Torch,
-    /// JAX asks for legacy capsules (no flag at all) but never writes: its arrays are
-    /// immutable.
-    Jax,
-    Other,
-}
-
-fn calling_consumer(py: Python<'_>) -> KnownConsumer {
+/// The consumer calling `__dlpack__`, found by the module of the Python function that
+/// called it (torch ignores the read-only flag, JAX never writes). Looked up only for
+/// read-only tensors.
+fn calling_consumer(py: Python<'_>) -> Consumer {
     let module = || -> PyResult<String> {
         py.import(intern!(py, "sys"))?
             .call_method1(intern!(py, "_getframe"), (0,))?
@@ -96,14 +56,13 @@ fn calling_consumer(py: Python<'_>) -> KnownConsumer {
             .get_item(intern!(py, "__name__"))?
             .extract()
     };
-    let Ok(module) = module() else {
-        return KnownConsumer::Other;
-    };
-    let top = module.split('.').next().unwrap_or("");
-    match top {
-        "torch" => KnownConsumer::Torch,
-        "jax" | "jaxlib" => KnownConsumer::Jax,
-        _ => KnownConsumer::Other,
+    match module()
+        .as_deref()
+        .map(|m| m.split('.').next().unwrap_or(""))
+    {
+        Ok("torch") => Consumer::Torch,
+        Ok("jax" | "jaxlib") => Consumer::Immutable,
+        _ => Consumer::Honouring,
     }
 }
 
@@ -123,17 +82,11 @@ impl PyTensor {
         let consumer = if self.view.is_readonly() && copy != Some(true) {
             calling_consumer(py)
         } else {
-            KnownConsumer::Other
+            Consumer::Honouring
         };
-        if consumer == KnownConsumer::Torch {
-            return Err(PyBufferError::new_err(
-                "this tensor is read-only, and torch.from_dlpack ignores DLPack's read-only \
-                 flag, so torch could write to it: torch.from_dlpack(tensor.copy()) gives \
-                 torch a private copy, and Table.tensors(..., 'torch', share_readonly=True) \
-                 shares a table's memory on the caller's word that torch will not write",
-            ));
-        }
-        honour_stream(self, stream.as_ref())?;
+        let plan = plan("tensor", &self.view, consumer, Allowance::default()).py()?;
+        let asked = consumer_stream(self, stream.as_ref())?;
+        ready_on(device, Some(self.view.owner()), self.stream(), asked).py()?;
         let max_version = int_pair(max_version.as_ref(), "max_version")?;
         let dl_device = int_pair(dl_device.as_ref(), "dl_device")?;
         if let Some((kind, id)) = dl_device {
@@ -156,8 +109,9 @@ impl PyTensor {
         if versioned {
             let managed = export_versioned(view, ExportOptions { is_copied }).py()?;
             Ok(capsule::versioned_capsule(py, managed)?.into_any())
-        } else if consumer == KnownConsumer::Jax {
-            // SAFETY: the capsule goes to JAX, which never writes to an array's memory.
+        } else if plan == (Plan::Share { vouched: true }) {
+            // SAFETY: the plan vouched for the consumer (JAX), which never writes to an
+            // array's memory.
             let alias = unsafe { view.clone().assume_never_written() };
             let managed = export_legacy(&alias).py()?;
             Ok(capsule::legacy_capsule(py, managed)?.into_any())
@@ -215,10 +169,10 @@ impl PyTensor {
         crate::protocols::cuda::interface(py, self)
     }
 
-    /// The stream whose queued work produces this CUDA data (DLPack numbering).
+    /// The stream whose queued work produces this CUDA data (DLPack numbering; 0 for none).
     #[getter(stream)]
     fn stream_value(&self) -> usize {
-        self.stream()
+        self.stream().raw()
     }
 
     /// Declares that work queued on `stream` writes this CUDA data: consumers on other
@@ -229,8 +183,7 @@ impl PyTensor {
                 "only CUDA data has a producing stream",
             ));
         }
-        let stream = zerohop::Stream::cuda(stream).py()?;
-        self.record_stream(stream.0);
+        self.record_stream(Stream::cuda(stream).py()?);
         Ok(())
     }
 
@@ -323,17 +276,14 @@ impl PyTensor {
     #[pyo3(signature = (device, *, stream=None))]
     fn to(&self, py: Python<'_>, device: &str, stream: Option<usize>) -> PyResult<PyTensor> {
         let resource = crate::tables::table::resource_for(device)?;
-        let stream = stream.unwrap_or(zerohop::cuda::LEGACY_STREAM.0);
-        let (view, produced_on) = (self.view.clone(), Stream(self.stream()));
+        let stream = stream.map_or(Ok(Stream::LEGACY), Stream::cuda).py()?;
+        let (view, produced_on) = (self.view.clone(), self.stream());
         let copied = py
-            .detach(move || view.moved_to(resource, Stream(stream), produced_on))
+            .detach(move || view.moved_to(resource, stream, produced_on))
             .py()?;
         let on_cuda = copied.device().kind == DeviceKind::Cuda;
-        Ok(PyTensor::with_stream(
-            copied,
-            true,
-            if on_cuda { stream } else { 0 },
-        ))
+        let stream = if on_cuda { stream } else { Stream::HOST };
+        Ok(PyTensor::with_stream(copied, true, stream))
     }
 
     /// This tensor handed to `framework` ("torch", "jax", "numpy", "tensorflow"), sharing its

@@ -32,33 +32,54 @@ pyo3::create_exception!(
     "zerohop made a copy because the caller allowed one (copy=True or materialize=...)."
 );
 
-/// `zerohop.NoSuchColumnError`: a KeyError and a ValueError at once, which `create_exception!`
-/// (one base) cannot make, so the class is built by `type(...)` once, here.
+/// An exception class with two built-in bases, made once per interpreter (PyO3's
+/// `create_exception!` takes one base). Its `__str__` is BaseException's, so the message reads
+/// as written (KeyError's would quote it).
+fn class_with_two_bases<'py>(
+    py: Python<'py>,
+    cell: &'static PyOnceLock<Py<PyType>>,
+    name: &str,
+    doc: &str,
+    bases: (Bound<'py, PyType>, Bound<'py, PyType>),
+) -> PyResult<&'py Bound<'py, PyType>> {
+    cell.get_or_try_init(py, || {
+        let namespace = PyDict::new(py);
+        namespace.set_item("__module__", "zerohop")?;
+        namespace.set_item("__doc__", doc)?;
+        let plain_str = py
+            .get_type::<PyBaseException>()
+            .getattr(intern!(py, "__str__"))?;
+        namespace.set_item("__str__", plain_str)?;
+        let class = py.get_type::<PyType>().call1((name, bases, namespace))?;
+        Ok(class.cast_into::<PyType>()?.unbind())
+    })
+    .map(|class| class.bind(py))
+}
+
+/// `zerohop.NoSuchColumnError`: the same exception from every call that names columns.
 pub fn no_such_column_type(py: Python<'_>) -> PyResult<&Bound<'_, PyType>> {
     static CLASS: PyOnceLock<Py<PyType>> = PyOnceLock::new();
-    CLASS
-        .get_or_try_init(py, || {
-            let namespace = PyDict::new(py);
-            namespace.set_item("__module__", "zerohop")?;
-            namespace.set_item(
-                "__doc__",
-                "A table has no column of that name: the same exception from `table[\"x\"]`, \
-                 from `table.tensors([\"x\"])` and from every other call that names columns. \
-                 It is a KeyError (a lookup by name) and a ValueError (a bad argument), so code \
-                 catching either still works.",
-            )?;
-            // KeyError's own __str__ quotes the message; BaseException's gives it as written.
-            let plain_str = py
-                .get_type::<PyBaseException>()
-                .getattr(intern!(py, "__str__"))?;
-            namespace.set_item("__str__", plain_str)?;
-            let bases = (py.get_type::<PyKeyError>(), py.get_type::<PyValueError>());
-            let class = py
-                .get_type::<PyType>()
-                .call1(("NoSuchColumnError", bases, namespace))?;
-            Ok(class.cast_into::<PyType>()?.unbind())
-        })
-        .map(|class| class.bind(py))
+    let doc = "A table has no column of that name: the same exception from `table[\"x\"]`, \
+               from `table.tensors([\"x\"])` and from every other call that names columns. \
+               It is a KeyError (a lookup by name) and a ValueError (a bad argument), so code \
+               catching either still works.";
+    let bases = (py.get_type::<PyKeyError>(), py.get_type::<PyValueError>());
+    class_with_two_bases(py, &CLASS, "NoSuchColumnError", doc, bases)
+}
+
+/// `zerohop.StreamError`: a stream that cannot order a hand-off (0 on a device, a stream for
+/// host data, a capture the dependency would cross). A BufferError, as DLPack's `__dlpack__`
+/// raises, and a ValueError (a bad argument).
+pub fn stream_error_type(py: Python<'_>) -> PyResult<&Bound<'_, PyType>> {
+    static CLASS: PyOnceLock<Py<PyType>> = PyOnceLock::new();
+    let doc = "A stream cannot order this hand-off: stream 0 on a CUDA device (ambiguous), a \
+               stream named for host data, or a dependency that would cross a CUDA graph \
+               capture. It is a BufferError (what DLPack's __dlpack__ raises) and a ValueError.";
+    let bases = (
+        py.get_type::<PyBufferError>(),
+        py.get_type::<PyValueError>(),
+    );
+    class_with_two_bases(py, &CLASS, "StreamError", doc, bases)
 }
 
 fn cuda_error(message: String, call: String, code: i32, name: String) -> PyErr {
@@ -97,7 +118,8 @@ pub fn to_py(err: Error) -> PyErr {
         Error::InvalidArgument { .. } | Error::Wire(_) | Error::CudaUnavailable { .. } => {
             PyValueError::new_err(message)
         }
-        Error::NoSuchColumn { .. } => no_such_column(message),
+        Error::NoSuchColumn { .. } => raise(no_such_column_type, message),
+        Error::Stream { .. } => raise(stream_error_type, message),
         Error::OutOfMemory { .. } => PyMemoryError::new_err(message),
         Error::System { errno, .. } => PyOSError::new_err((errno, message)),
         Error::DTypeMismatch { .. } | Error::WrongType(_) => PyTypeError::new_err(message),
@@ -108,13 +130,14 @@ pub fn to_py(err: Error) -> PyErr {
         | Error::NotHostAccessible { .. }
         | Error::ReadOnly(_)
         | Error::NotContiguous(_)
-        | Error::Export(_) => PyBufferError::new_err(message),
+        | Error::Export(_)
+        | Error::HandOff { .. } => PyBufferError::new_err(message),
     }
 }
 
 /// `zerohop.NoSuchColumnError` with `message`.
-fn no_such_column(message: String) -> PyErr {
-    Python::attach(|py| match no_such_column_type(py) {
+fn raise(class: fn(Python<'_>) -> PyResult<&Bound<'_, PyType>>, message: String) -> PyErr {
+    Python::attach(|py| match class(py) {
         Ok(class) => PyErr::from_type(class.clone(), message),
         Err(err) => err,
     })

@@ -2,9 +2,8 @@
 //! keeps alive its memory) and the stream that produces it. Its Python methods live in
 //! `api::tensor_methods`, above the protocols they speak.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
-
 use pyo3::prelude::*;
+use zerohop::handoff::{Stream, StreamCell};
 use zerohop::{DType, DTypeCode, DeviceKind, TensorView};
 
 /// A view of memory that other frameworks can take without a copy.
@@ -13,36 +12,36 @@ pub struct PyTensor {
     pub view: TensorView,
     /// The producer copied the data for us (DLPack IS_COPIED), or zerohop made a copy.
     pub is_copied: bool,
-    /// For CUDA data: the stream whose queued work produces it (1: the legacy default
-    /// stream, where imports are ordered). Consumers on other streams wait on an event.
-    stream: AtomicUsize,
+    /// For CUDA data: the stream whose queued work produces it (the legacy default stream,
+    /// where imports are ordered, unless declared). Consumers on other streams wait on it.
+    stream: StreamCell,
 }
 
 impl PyTensor {
     pub fn new(view: TensorView, is_copied: bool) -> Self {
         let stream = if view.device().kind == DeviceKind::Cuda {
-            1
+            Stream::LEGACY
         } else {
-            0
+            Stream::HOST
         };
         Self::with_stream(view, is_copied, stream)
     }
 
-    pub fn with_stream(view: TensorView, is_copied: bool, stream: usize) -> Self {
+    pub fn with_stream(view: TensorView, is_copied: bool, stream: Stream) -> Self {
         PyTensor {
             view,
             is_copied,
-            stream: AtomicUsize::new(stream),
+            stream: StreamCell::new(stream),
         }
     }
 
-    pub fn stream(&self) -> usize {
-        self.stream.load(Ordering::Acquire)
+    pub fn stream(&self) -> Stream {
+        self.stream.get()
     }
 
     /// Records that work queued on `stream` produces this tensor's data.
-    pub fn record_stream(&self, stream: usize) {
-        self.stream.store(stream, Ordering::Release);
+    pub fn record_stream(&self, stream: Stream) {
+        self.stream.set(stream);
     }
 }
 

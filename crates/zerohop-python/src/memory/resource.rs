@@ -136,7 +136,7 @@ impl PyResource {
                 d.set_item("address", a.address)?;
                 d.set_item("bytes", a.bytes)?;
                 d.set_item("align", a.align)?;
-                d.set_item("stream", a.stream.0)?;
+                d.set_item("stream", a.stream.raw())?;
                 d.set_item("thread", a.thread)?;
                 d.set_item("backtrace", a.backtrace)?;
                 d.set_item("python_stack", a.context)?;
@@ -246,7 +246,8 @@ impl PyResource {
         let inner = self.inner.clone();
         // The address crosses the detach as an integer (pointers are not Send).
         crate::memory::python_stack::detach(py, move || {
-            checked_allocate(&inner, nbytes, align, Stream(stream)).map(|p| p.as_ptr() as usize)
+            let stream = Stream::from_allocator(inner.device(), stream);
+            checked_allocate(&inner, nbytes, align, stream).map(|p| p.as_ptr() as usize)
         })
         .py()
     }
@@ -263,7 +264,8 @@ impl PyResource {
         align: usize,
         stream: usize,
     ) -> PyResult<()> {
-        checked_deallocate(&self.inner, address, nbytes, align, Stream(stream)).py()
+        let stream = Stream::from_allocator(self.inner.device(), stream);
+        checked_deallocate(&self.inner, address, nbytes, align, stream).py()
     }
 
     fn __repr__(&self) -> String {
@@ -343,7 +345,7 @@ pub struct PyBlock {
     resource: Arc<dyn MemoryResource>,
     ptr: NonNull<u8>,
     nbytes: usize,
-    stream: usize,
+    stream: Stream,
 }
 
 // SAFETY: the block is an address owned by this object alone; resources are Send + Sync.
@@ -363,9 +365,10 @@ impl PyBlock {
     ) -> PyResult<Self> {
         let inner = resource.get().inner.clone();
         let held = inner.clone();
+        let stream = Stream::from_allocator(inner.device(), stream);
         let address = py
             .detach(move || {
-                held.allocate(nbytes, POOL_ALIGNMENT, Stream(stream))
+                held.allocate(nbytes, POOL_ALIGNMENT, stream)
                     .map(|p| p.as_ptr() as usize)
             })
             .py()?;
@@ -394,7 +397,7 @@ impl PyBlock {
     /// The stream the block was allocated on, and is freed on (0: none).
     #[getter]
     fn stream(&self) -> usize {
-        self.stream
+        self.stream.raw()
     }
 }
 
@@ -403,7 +406,7 @@ impl Drop for PyBlock {
         // SAFETY: allocated in `new` from this resource with these arguments, freed once.
         unsafe {
             self.resource
-                .deallocate(self.ptr, self.nbytes, POOL_ALIGNMENT, Stream(self.stream))
+                .deallocate(self.ptr, self.nbytes, POOL_ALIGNMENT, self.stream)
         };
     }
 }
@@ -563,7 +566,7 @@ fn reset_current(device: &str) -> PyResult<()> {
 #[no_mangle]
 pub extern "C" fn zerohop_malloc(size: isize, device: c_int, stream: *mut c_void) -> *mut c_void {
     let outcome = std::panic::catch_unwind(|| {
-        zerohop::memory::framework_allocate(size, device, Stream(stream as usize))
+        zerohop::memory::framework_allocate(size, device, stream as usize)
     });
     match outcome {
         Ok(Ok(ptr)) => ptr.as_ptr() as *mut c_void,
@@ -604,7 +607,7 @@ pub unsafe extern "C" fn zerohop_free(
     // A refused free (a negative size, no resource) has nobody to tell: the block stays.
     let _ = std::panic::catch_unwind(|| {
         // SAFETY: per this function's contract.
-        unsafe { zerohop::memory::framework_deallocate(ptr, size, device, Stream(stream as usize)) }
+        unsafe { zerohop::memory::framework_deallocate(ptr, size, device, stream as usize) }
     });
 }
 

@@ -95,7 +95,7 @@ pub fn reduce_tensor<'py>(
 ) -> PyResult<Bound<'py, PyTuple>> {
     let py = tensor.py();
     let t = tensor.get();
-    let stream = Stream(t.stream());
+    let stream = t.stream();
     let reduced = py
         .detach(|| wire::reduce_tensor(&t.view, t.is_copied, stream, protocol))
         .py()?;
@@ -107,12 +107,12 @@ pub fn reduce_tensor<'py>(
 pub fn reduce_table<'py>(
     table: &Bound<'py, PyTable>,
     storage: &zerohop::soa::Table,
-    stream: usize,
+    stream: Stream,
     protocol: i32,
 ) -> PyResult<Bound<'py, PyTuple>> {
     let py = table.py();
     let reduced = py
-        .detach(|| wire::reduce_table(storage, Stream(stream), protocol))
+        .detach(|| wire::reduce_table(storage, stream, protocol))
         .py()?;
     let data = match reduced.data {
         // pyarrow pickles record batches with out-of-band buffers (protocol 5), and the
@@ -195,7 +195,7 @@ fn _rebuild_tensor(
     let rebuilt = py.detach(|| parsed.rebuild(data)).py()?;
     report_copy(py, &rebuilt)?;
     Ok(match rebuilt.stream {
-        Some(stream) => PyTensor::with_stream(rebuilt.value, rebuilt.is_copied, stream.0),
+        Some(stream) => PyTensor::with_stream(rebuilt.value, rebuilt.is_copied, stream),
         None => PyTensor::new(rebuilt.value, rebuilt.is_copied),
     })
 }

@@ -7,6 +7,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyTuple};
 use zerohop::array_interface::Flavor;
 use zerohop::cuda::{self as zcuda, CudaDeviceResource, LEGACY_STREAM};
+use zerohop::handoff::{ready_on, ConsumerStream};
 use zerohop::{Buffer, DType, Device, Stream, TensorView};
 
 use crate::base::errors::IntoPyResult;
@@ -29,7 +30,7 @@ fn device_count() -> usize {
 #[pyfunction]
 #[pyo3(signature = (device=0, stream=1))]
 fn synchronize(py: Python<'_>, device: i32, stream: usize) -> PyResult<()> {
-    py.detach(|| zcuda::synchronize(device, Stream(stream)))
+    py.detach(|| Stream::cuda(stream).and_then(|s| zcuda::synchronize(device, s)))
         .py()
 }
 
@@ -52,7 +53,7 @@ pub fn zeros_on(device: Device, dtype: DType, shape: &[i64]) -> PyResult<PyTenso
     // SAFETY: a fresh device allocation of `bytes` bytes on `device`.
     unsafe { zcuda::memset_zero(device.id, buffer.as_ptr(), bytes) }.py()?;
     let view = TensorView::from_buffer(buffer, dtype, shape).py()?;
-    Ok(PyTensor::with_stream(view, false, LEGACY_STREAM.0))
+    Ok(PyTensor::with_stream(view, false, LEGACY_STREAM))
 }
 
 /// Imports anything with `__cuda_array_interface__` (v2 or v3) without a copy, keeping the
@@ -68,12 +69,11 @@ pub fn from_cuda_array_interface(py: Python<'_>, obj: &Bound<'_, PyAny>) -> PyRe
         Device::cuda(zcuda::pointer_device(layout.address).py()?)
     };
     if let Some(stream) = layout.stream {
-        let id = device.id;
-        py.detach(|| zcuda::order_streams(id, Stream(stream), LEGACY_STREAM))
-            .py()?;
+        let (producer, ours) = (Stream::cuda(stream).py()?, ConsumerStream::Unnamed);
+        py.detach(|| ready_on(device, None, producer, ours)).py()?;
     }
     let view = crate::protocols::interface::wrap(obj, layout, device)?;
-    Ok(PyTensor::with_stream(view, false, LEGACY_STREAM.0))
+    Ok(PyTensor::with_stream(view, false, LEGACY_STREAM))
 }
 
 /// The `__cuda_array_interface__` (v3) of a CUDA tensor.
@@ -98,7 +98,7 @@ pub fn interface<'py>(py: Python<'py>, t: &PyTensor) -> PyResult<Bound<'py, PyDi
         let strides: Vec<i64> = view.strides().iter().map(|s| s * item).collect();
         d.set_item("strides", PyTuple::new(py, strides)?)?;
     }
-    d.set_item("stream", t.stream())?;
+    d.set_item("stream", t.stream().raw())?;
     Ok(d)
 }
 

@@ -110,7 +110,7 @@ pub fn tensor_device_capsules<'py>(
     requested: Option<&Bound<'py, PyAny>>,
 ) -> PyResult<Bound<'py, PyTuple>> {
     let wanted = requested_type(requested)?;
-    let stream = Stream(tensor.stream());
+    let stream = tensor.stream();
     device_pair(
         py,
         tensor_device_array(&tensor.view, stream, wanted.as_ref()).py()?,
@@ -141,7 +141,7 @@ pub fn tensor_schema_capsule<'py>(
 /// takes it (zerohop tensors keep their producing stream).
 pub fn storage_from_tensors(py: Python<'_>, columns: &Bound<'_, PyAny>) -> PyResult<Storage> {
     let mut views = Vec::new();
-    let mut stream = 1usize;
+    let mut stream = Stream::LEGACY;
     for (name, obj) in zerohop_pyo3::args::named_items(columns)? {
         let tensor = from_dlpack(py, &obj, None, None)?;
         if views.is_empty() {
@@ -149,5 +149,5 @@ pub fn storage_from_tensors(py: Python<'_>, columns: &Bound<'_, PyAny>) -> PyRes
         }
         views.push((name, tensor.view.clone()));
     }
-    Storage::from_views(views, Stream(stream)).py()
+    Storage::from_views(views, stream).py()
 }

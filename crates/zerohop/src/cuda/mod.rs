@@ -14,14 +14,16 @@ use cudarc::driver::{result, sys};
 use crate::error::{Error, Result};
 use crate::memory::Stream;
 
+mod capture;
 pub mod ipc;
 mod resources;
+pub use capture::{capture_of, order_streams, Capture};
 pub use resources::{
     CudaAsyncResource, CudaDeviceResource, CudaManagedResource, CudaPinnedResource, CUDA_ALIGNMENT,
 };
 
 /// The legacy default stream as DLPack and the CUDA array interface number it.
-pub const LEGACY_STREAM: Stream = Stream(1);
+pub const LEGACY_STREAM: Stream = Stream::LEGACY;
 
 pub(crate) fn driver_error(what: &str, err: result::DriverError) -> Error {
     // The description comes from the driver, which is loaded whenever a call could fail.
@@ -104,35 +106,7 @@ pub fn bind(ordinal: i32) -> Result<()> {
 }
 
 pub(crate) fn stream_handle(stream: Stream) -> sys::CUstream {
-    stream.0 as sys::CUstream
-}
-
-/// Makes `consumer` wait for the work queued so far on `producer`, without blocking the
-/// host: an event recorded on the producer, waited on by the consumer. Same stream: nothing.
-pub fn order_streams(device: i32, producer: Stream, consumer: Stream) -> Result<()> {
-    if producer == consumer {
-        return Ok(());
-    }
-    bind(device)?;
-    let event = result::event::create(sys::CUevent_flags::CU_EVENT_DISABLE_TIMING)
-        .map_err(|e| driver_error("event", e))?;
-    // SAFETY: the event is fresh; the streams are handles the caller vouches for (DLPack
-    // stream arguments or zerohop's own); destroying an event with a pending wait is allowed
-    // (the driver releases it once the wait is satisfied).
-    let outcome = unsafe {
-        result::event::record(event, stream_handle(producer))
-            .and_then(|()| {
-                result::stream::wait_event(
-                    stream_handle(consumer),
-                    event,
-                    sys::CUevent_wait_flags::CU_EVENT_WAIT_DEFAULT,
-                )
-            })
-            .map_err(|e| driver_error("stream wait", e))
-    };
-    // SAFETY: created above, not used after this.
-    unsafe { result::event::destroy(event) }.map_err(|e| driver_error("event destroy", e))?;
-    outcome
+    stream.raw() as sys::CUstream
 }
 
 /// Blocks the host until `stream` has finished its queued work.

@@ -64,7 +64,7 @@ impl MemoryResource for ExternalResource {
             reason: "larger than a signed size".into(),
         })?;
         // SAFETY: the constructor's contract on the function.
-        let ptr = unsafe { (self.allocate)(size, self.index(), stream.0 as *mut c_void) };
+        let ptr = unsafe { (self.allocate)(size, self.index(), stream.raw() as *mut c_void) };
         NonNull::new(ptr.cast()).ok_or_else(|| Error::OutOfMemory {
             requested: bytes,
             device: self.device,
@@ -80,7 +80,7 @@ impl MemoryResource for ExternalResource {
                 ptr.as_ptr().cast(),
                 bytes as isize,
                 self.index(),
-                stream.0 as *mut c_void,
+                stream.raw() as *mut c_void,
             )
         };
     }
@@ -153,7 +153,7 @@ mod framework_tests {
     use crate::device::Device;
     use crate::memory::{
         framework_allocate, framework_deallocate, reset_current_resource, set_current_resource,
-        Stream, SystemResource, TrackingResource,
+        SystemResource, TrackingResource,
     };
 
     /// A block made while one resource was current goes back to that resource after another
@@ -169,18 +169,18 @@ mod framework_tests {
         // registry does not care that system memory stands in for the device's.
         let slot = Device::cuda(7);
         set_current_resource(slot, first.clone());
-        let ptr = framework_allocate(4096, 7, Stream::HOST).unwrap();
+        let ptr = framework_allocate(4096, 7, 0).unwrap();
         set_current_resource(slot, Arc::new(SystemResource::new()));
         assert_eq!(first.outstanding().len(), 1);
         // SAFETY: `ptr` came from framework_allocate(4096, 7, ..).
-        unsafe { framework_deallocate(ptr, 4096, 7, Stream::HOST) }.unwrap();
+        unsafe { framework_deallocate(ptr, 4096, 7, 0) }.unwrap();
         assert!(
             first.outstanding().is_empty(),
             "freed through the resource that made it"
         );
         assert!(first.invalid_frees().is_empty());
         // SAFETY: a second free of the same block: refused before anything is touched.
-        let twice = unsafe { framework_deallocate(ptr, 4096, 7, Stream::HOST) }.unwrap_err();
+        let twice = unsafe { framework_deallocate(ptr, 4096, 7, 0) }.unwrap_err();
         assert!(twice.to_string().contains("not a block"), "{twice}");
         reset_current_resource(slot);
     }

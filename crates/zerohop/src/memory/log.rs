@@ -48,7 +48,7 @@ impl LogResource {
         let _ = writeln!(
             out,
             "{micros},{thread},{action},0x{ptr:x},{bytes},{}",
-            stream.0
+            stream.raw()
         );
     }
 

@@ -18,6 +18,7 @@ mod pool;
 mod registry;
 mod shared;
 mod stats;
+mod stream;
 #[cfg(test)]
 mod stream_order_tests;
 mod system;
@@ -48,6 +49,7 @@ pub use shared::{
     attach, handle_for, machine_boot_id, mapped_segments, Attached, SharedHandle, SharedResource,
 };
 pub use stats::{size_bucket, Statistics, StatsResource, HISTOGRAM_BUCKETS};
+pub use stream::{ConsumerStream, CudaStream, Stream, StreamCell, AMBIGUOUS_STREAM};
 pub use system::SystemResource;
 pub use tracking::{
     contexts_recorded, set_allocation_context, AllocationContext, InvalidFree, LiveAllocation,
@@ -60,32 +62,6 @@ use crate::error::Result;
 /// The alignment zerohop allocations get unless asked otherwise: a GPU cache line (CMS SoA
 /// default), which also satisfies JAX/XLA and Arrow consumers that want 64-byte alignment.
 pub const DEFAULT_ALIGNMENT: usize = 128;
-
-/// A stream handle in the order of which an allocation may be used and freed.
-/// `Stream::HOST` (0) means "no stream": host memory, or the legacy default stream on CUDA.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
-pub struct Stream(pub usize);
-
-impl Stream {
-    pub const HOST: Stream = Stream(0);
-
-    /// A CUDA stream as callers name it (DLPack's and the CUDA array interface's values: 1 the
-    /// legacy default stream, 2 the per-thread default stream, any other a `CUstream`). 0
-    /// names no stream on a device, so it is refused, with the same words in every face.
-    pub fn cuda(value: usize) -> Result<Stream> {
-        if value == 0 {
-            return Err(crate::Error::InvalidArgument {
-                what: "stream".into(),
-                reason: AMBIGUOUS_STREAM.into(),
-            });
-        }
-        Ok(Stream(value))
-    }
-}
-
-/// Why stream 0 is refused where a CUDA stream is expected.
-pub const AMBIGUOUS_STREAM: &str = "stream 0 is ambiguous on a CUDA device: 1 is the legacy \
-    default stream, 2 the per-thread default stream, any other value a cudaStream_t";
 
 /// A source of memory blocks on one device.
 ///

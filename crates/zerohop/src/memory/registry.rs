@@ -65,10 +65,12 @@ pub fn reset_current_resource(device: Device) {
 
 /// A framework's allocation hook, in the shape of torch's pluggable allocator (a signed size,
 /// an allocator device index where -1 is the host, a stream): `size` bytes from the current
-/// resource of that device. The C ABI's `zh_cuda_malloc` and the Python extension's
+/// resource of that device. `stream` is the raw `cudaStream_t` the framework passes (0, its
+/// NULL stream, is the legacy default stream; host allocations have none). The C ABI's `zh_cuda_malloc` and the Python extension's
 /// `zerohop_malloc` are this function behind their own symbols.
-pub fn framework_allocate(size: isize, device: i32, stream: Stream) -> Result<NonNull<u8>> {
+pub fn framework_allocate(size: isize, device: i32, stream: usize) -> Result<NonNull<u8>> {
     let resource = framework_resource(device)?;
+    let stream = Stream::from_allocator(resource.device(), stream);
     let ptr = resource.allocate(framework_size(size)?, POOL_ALIGNMENT, stream)?;
     framework_blocks().insert(ptr.as_ptr() as usize, resource);
     Ok(ptr)
@@ -84,10 +86,10 @@ pub unsafe fn framework_deallocate(
     ptr: NonNull<u8>,
     size: isize,
     device: i32,
-    stream: Stream,
+    stream: usize,
 ) -> Result<()> {
     let bytes = framework_size(size)?;
-    Device::from_allocator_index(device)?;
+    let stream = Stream::from_allocator(Device::from_allocator_index(device)?, stream);
     let owner = framework_blocks().remove(&(ptr.as_ptr() as usize));
     let Some(resource) = owner else {
         return Err(Error::InvalidArgument {
@@ -134,31 +136,27 @@ mod tests {
 
     #[test]
     fn a_framework_allocates_from_the_current_host_resource_and_frees_there() {
-        let ptr = framework_allocate(1000, -1, Stream::HOST).unwrap();
+        let ptr = framework_allocate(1000, -1, 0).unwrap();
         assert_eq!(ptr.as_ptr() as usize % POOL_ALIGNMENT, 0);
         // SAFETY: the block was allocated just above with these arguments.
         unsafe { ptr.as_ptr().write_bytes(7, 1000) };
         // SAFETY: as above, freed once.
-        unsafe { framework_deallocate(ptr, 1000, -1, Stream::HOST) }.unwrap();
+        unsafe { framework_deallocate(ptr, 1000, -1, 0) }.unwrap();
     }
 
     #[test]
     fn a_framework_gets_a_reason_for_a_negative_size_or_a_device_without_a_resource() {
-        let negative = framework_allocate(-1, -1, Stream::HOST)
-            .unwrap_err()
-            .to_string();
+        let negative = framework_allocate(-1, -1, 0).unwrap_err().to_string();
         assert!(negative.contains("-1 is negative"), "{negative}");
         // No test installs a resource for cuda:77.
-        let none = framework_allocate(64, 77, Stream::HOST)
-            .unwrap_err()
-            .to_string();
+        let none = framework_allocate(64, 77, 0).unwrap_err().to_string();
         assert!(
             none.contains("cuda:77") && none.contains("set_current"),
             "{none}"
         );
         let dangling = NonNull::<u8>::dangling();
         // SAFETY: refused before any resource is touched.
-        let refused = unsafe { framework_deallocate(dangling, -8, -1, Stream::HOST) };
+        let refused = unsafe { framework_deallocate(dangling, -8, -1, 0) };
         assert!(refused.is_err());
     }
 

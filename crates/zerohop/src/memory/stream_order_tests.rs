@@ -1,6 +1,9 @@
 //! The pool's stream-ordered reuse, against an upstream that records the orderings asked of
 //! it (host memory standing in for a device: the pool only sees addresses and streams).
 
+use std::num::NonZeroUsize;
+
+use super::CudaStream;
 use std::ptr::NonNull;
 use std::sync::{Arc, Mutex};
 
@@ -33,7 +36,10 @@ impl MemoryResource for Ordering {
                 reason: "event failed".into(),
             });
         }
-        self.calls.lock().unwrap().push((freed_on.0, next.0));
+        self.calls
+            .lock()
+            .unwrap()
+            .push((freed_on.raw(), next.raw()));
         Ok(())
     }
 }
@@ -52,9 +58,9 @@ fn calls(upstream: &Ordering) -> Vec<(usize, usize)> {
     std::mem::take(&mut *upstream.calls.lock().unwrap())
 }
 
-const A: Stream = Stream(0xa);
-const B: Stream = Stream(0xb);
-const C: Stream = Stream(0xc);
+const A: Stream = Stream::on(CudaStream::new(NonZeroUsize::new(0xa).unwrap()));
+const B: Stream = Stream::on(CudaStream::new(NonZeroUsize::new(0xb).unwrap()));
+const C: Stream = Stream::on(CudaStream::new(NonZeroUsize::new(0xc).unwrap()));
 
 #[test]
 fn a_block_reused_on_its_own_stream_needs_no_ordering() {
@@ -80,7 +86,11 @@ fn a_block_freed_on_another_stream_is_ordered_first() {
         unsafe { pool.deallocate(p, bytes, 256, A) };
         let q = pool.allocate(bytes, 256, B).unwrap();
         assert_eq!(p, q, "the block is reused");
-        assert_eq!(calls(&upstream), vec![(A.0, B.0)], "{bytes}: B waits for A");
+        assert_eq!(
+            calls(&upstream),
+            vec![(A.raw(), B.raw())],
+            "{bytes}: B waits for A"
+        );
         // SAFETY: as above.
         unsafe { pool.deallocate(q, bytes, 256, B) };
     }
@@ -123,7 +133,7 @@ fn a_merged_range_waits_for_every_stream_it_was_freed_on() {
     assert_eq!(both, a);
     let mut seen = calls(&upstream);
     seen.sort();
-    assert_eq!(seen, vec![(A.0, C.0), (B.0, C.0)]);
+    assert_eq!(seen, vec![(A.raw(), C.raw()), (B.raw(), C.raw())]);
     // SAFETY: as above.
     unsafe { pool.deallocate(both, 2 * big, 256, C) };
 }
@@ -153,7 +163,7 @@ fn adaptors_pass_orderings_through() {
             1 << 30,
         ))));
     stack.order_reuse(A, B).unwrap();
-    assert_eq!(calls(&upstream), vec![(A.0, B.0)]);
+    assert_eq!(calls(&upstream), vec![(A.raw(), B.raw())]);
 }
 
 #[test]
@@ -165,7 +175,7 @@ fn the_arena_orders_cached_blocks_too() {
     unsafe { arena.deallocate(p, 512, 256, A) };
     let q = arena.allocate(512, 256, B).unwrap();
     assert_eq!(p, q);
-    assert_eq!(calls(&upstream), vec![(A.0, B.0)]);
+    assert_eq!(calls(&upstream), vec![(A.raw(), B.raw())]);
     // SAFETY: as above.
     unsafe { arena.deallocate(q, 512, 256, B) };
     arena.flush_thread_cache();

@@ -159,7 +159,11 @@ impl TrackingResource {
             let _ = writeln!(
                 out,
                 "  0x{:x}: {} bytes (align {}, stream {}, thread {})",
-                leak.address, leak.bytes, leak.align, leak.stream.0, leak.thread
+                leak.address,
+                leak.bytes,
+                leak.align,
+                leak.stream.raw(),
+                leak.thread
             );
             if let Some(context) = &leak.context {
                 let _ = writeln!(out, "    requested at:");

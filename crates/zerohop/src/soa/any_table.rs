@@ -5,10 +5,12 @@
 #[cfg(feature = "arrow")]
 use arrow_array::{Array, RecordBatch};
 
-use crate::device::Device;
+use crate::buffer::Buffer;
+use crate::device::{Device, DeviceKind};
 #[cfg(feature = "arrow")]
 use crate::error::Error;
 use crate::error::Result;
+use crate::handoff::{ready_on, ConsumerStream};
 use crate::memory::Stream;
 use crate::tensor::TensorView;
 
@@ -89,6 +91,27 @@ impl Table {
             Table::Columns(c) => c.device(),
             #[cfg(feature = "arrow")]
             Table::Arrow(_) => Device::CPU,
+        }
+    }
+
+    /// Makes this table's data, produced on `producer`, ready for a consumer's stream (see
+    /// [`crate::handoff::ready_on`]); each block behind it remembers the consumer's stream, so
+    /// its free waits for the consumer's work.
+    pub fn ready_on(&self, producer: Stream, consumer: ConsumerStream) -> Result<()> {
+        let device = self.device();
+        match self {
+            Table::Soa(t) => ready_on(device, Some(&t.buffer().owner()), producer, consumer),
+            Table::Columns(c) => {
+                ready_on(device, None, producer, consumer)?;
+                if let (DeviceKind::Cuda, Some(stream)) = (device.kind, consumer.for_cuda()) {
+                    for (_, view) in c.columns() {
+                        Buffer::note_consumer(view.owner(), stream);
+                    }
+                }
+                Ok(())
+            }
+            #[cfg(feature = "arrow")]
+            Table::Arrow(_) => ready_on(device, None, producer, consumer),
         }
     }
 

@@ -25,7 +25,7 @@ fn columns() -> ColumnTable {
             TensorView::zeros(DType::F32, &[10, 3]).unwrap(),
         ),
     ];
-    ColumnTable::new(given, Stream(0)).unwrap()
+    ColumnTable::new(given, Stream::HOST).unwrap()
 }
 
 fn tables() -> Vec<Table> {
@@ -59,7 +59,7 @@ fn every_kind_answers_as_the_table_it_holds() {
     assert_eq!(s.nbytes(), s.as_soa().unwrap().layout().total_bytes);
     assert_eq!(c.nbytes(), 10 * 4 + 10 * 3 * 4);
     assert!(s.as_columns().is_none() && c.as_soa().is_none());
-    assert_eq!((s.stream(), c.stream()), (None, Some(Stream(0))));
+    assert_eq!((s.stream(), c.stream()), (None, Some(Stream::HOST)));
 }
 
 #[test]
@@ -100,7 +100,7 @@ fn one_spec_gives_one_rank_on_every_kind() {
                 ("x".into(), TensorView::zeros(DType::F32, &[10]).unwrap()),
                 ("p".into(), TensorView::zeros(DType::F32, &[10, 3]).unwrap()),
             ],
-            Stream(0),
+            Stream::HOST,
         )
         .unwrap(),
     );

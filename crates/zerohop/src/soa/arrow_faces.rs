@@ -328,7 +328,7 @@ impl Table {
                 let stream = if import.device.kind == DeviceKind::Cuda {
                     after_producer(import.device.id, import.sync_event)?
                 } else if import.sync_event.is_null() {
-                    Stream(1)
+                    Stream::LEGACY
                 } else {
                     return Err(Error::InvalidArgument {
                         what: "Arrow device array".into(),

@@ -32,7 +32,7 @@ fn host(batches: Vec<RecordBatch>) -> Imported {
 fn host_tensors_become_arrow_columns_over_the_same_memory() {
     let x = TensorView::zeros(DType::F64, &[4]).unwrap();
     let p = TensorView::zeros(DType::F32, &[4, 3]).unwrap();
-    let table = Table::from_views(vec![("x".into(), x.clone()), ("p".into(), p)], Stream(0));
+    let table = Table::from_views(vec![("x".into(), x.clone()), ("p".into(), p)], Stream::HOST);
     let table = table.unwrap();
     assert_eq!(table.kind(), "arrow");
     let (batch, copied) = table.record_batch(false).unwrap();
@@ -58,7 +58,7 @@ fn host_tensors_become_arrow_columns_over_the_same_memory() {
         "read from the Arrow types, as an SoA schema's items"
     );
     let short = TensorView::zeros(DType::F64, &[3]).unwrap();
-    let err = Table::from_views(vec![("x".into(), x), ("y".into(), short)], Stream(0));
+    let err = Table::from_views(vec![("x".into(), x), ("y".into(), short)], Stream::HOST);
     assert!(err.err().unwrap().to_string().contains("unequal length"));
 }
 
@@ -73,7 +73,7 @@ fn host_tables_go_on_the_device_interface_as_cpu_arrays() {
     let (stream, _) = table.device_stream(None).unwrap();
     drop(stream);
     let t = TensorView::zeros(DType::F32, &[5, 2]).unwrap();
-    let (array, _, _) = tensor_device_array(&t, Stream(0), None).unwrap();
+    let (array, _, _) = tensor_device_array(&t, Stream::HOST, None).unwrap();
     assert_eq!(array.array.len(), 5);
     assert!(matches!(
         tensor_field("t", &t).unwrap().data_type(),

@@ -71,7 +71,7 @@ impl SoaTable {
         stream: Stream,
         produced_on: Stream,
     ) -> Result<SoaTable> {
-        Stream::cuda(stream.0)?;
+        stream.require_cuda()?;
         let (source, target) = (self.device(), resource.device());
         let from_cuda = source.kind == DeviceKind::Cuda;
         if from_cuda && produced_on != stream {

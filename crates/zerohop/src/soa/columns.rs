@@ -152,7 +152,7 @@ impl ColumnTable {
         let mut out = format!(
             "adopted columns, {} rows, stream {}\n",
             self.len(),
-            self.stream.0
+            self.stream.raw()
         );
         for (name, v) in &self.columns {
             out += &format!(

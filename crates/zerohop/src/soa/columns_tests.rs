@@ -19,10 +19,10 @@ fn columns() -> Vec<(String, TensorView)> {
 fn adopted_columns_are_the_producers_memory() {
     let given = columns();
     let addresses: Vec<_> = given.iter().map(|(_, v)| v.data_ptr()).collect();
-    let table = ColumnTable::new(given, Stream(7)).unwrap();
+    let table = ColumnTable::new(given, Stream::cuda(7).unwrap()).unwrap();
     assert_eq!(
         (table.len(), table.names(), table.stream()),
-        (6, vec!["score", "box"], Stream(7))
+        (6, vec!["score", "box"], Stream::cuda(7).unwrap())
     );
     assert_eq!(table.column("box").unwrap().data_ptr(), addresses[1]);
     let map = TensorMap::parse("out: box; score").unwrap();

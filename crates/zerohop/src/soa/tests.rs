@@ -654,7 +654,7 @@ fn uninit_tables_come_from_the_given_resource_in_the_stream_order_asked() {
             rows,
             64,
             resource.clone(),
-            crate::memory::Stream(7),
+            crate::memory::Stream::cuda(7).unwrap(),
         )
     }
     .unwrap();
@@ -664,7 +664,7 @@ fn uninit_tables_come_from_the_given_resource_in_the_stream_order_asked() {
         vec![(
             layout.total_bytes,
             crate::memory::DEFAULT_ALIGNMENT,
-            crate::memory::Stream(7)
+            crate::memory::Stream::cuda(7).unwrap()
         )]
     );
     assert_eq!(t.layout(), &layout);
@@ -684,7 +684,7 @@ fn uninit_tables_come_from_the_given_resource_in_the_stream_order_asked() {
             rows,
             3,
             resource.clone(),
-            crate::memory::Stream(7),
+            crate::memory::Stream::cuda(7).unwrap(),
         )
     };
     assert!(refused.is_err());

@@ -55,7 +55,7 @@ fn tensor_back(state: &Value, data: Incoming) -> Result<Rebuilt<TensorView>> {
 #[test]
 fn protocol_5_sends_the_whole_span_and_the_receiver_views_it_with_its_strides() {
     let t = counting(&[3, 4]).transpose(0, 1).unwrap();
-    let sent = reduce_tensor(&t, false, Stream(0), 5).unwrap();
+    let sent = reduce_tensor(&t, false, Stream::HOST, 5).unwrap();
     assert!(matches!(
         sent.data,
         Outgoing::Bytes {
@@ -75,7 +75,7 @@ fn protocol_5_sends_the_whole_span_and_the_receiver_views_it_with_its_strides() 
 #[test]
 fn older_protocols_send_only_the_elements_compacted_in_band() {
     let t = counting(&[4, 6]).slice_axis(1, 0, 6, 2).unwrap();
-    let sent = reduce_tensor(&t.clone().into_readonly(), true, Stream(0), 2).unwrap();
+    let sent = reduce_tensor(&t.clone().into_readonly(), true, Stream::HOST, 2).unwrap();
     let Outgoing::Bytes {
         len, out_of_band, ..
     } = &sent.data
@@ -95,7 +95,7 @@ fn older_protocols_send_only_the_elements_compacted_in_band() {
 #[test]
 fn misaligned_bytes_are_copied_and_the_note_says_so() {
     let t = counting(&[5]);
-    let sent = reduce_tensor(&t, false, Stream(0), 5).unwrap();
+    let sent = reduce_tensor(&t, false, Stream::HOST, 5).unwrap();
     let back = tensor_back(&sent.state, arrive(sent.data, 3)).unwrap();
     let note = back.copy_note.expect("a copy to report");
     assert!(note.contains("not aligned to the 8 bytes"), "{note}");
@@ -131,7 +131,7 @@ fn assert_refused(err: Option<Error>, key: &str, wrong_type: bool, says: &str) {
 
 #[test]
 fn every_tampered_tensor_field_is_refused_by_name_and_kind() {
-    let sent = reduce_tensor(&counting(&[100]), false, Stream(0), 5).unwrap();
+    let sent = reduce_tensor(&counting(&[100]), false, Stream::HOST, 5).unwrap();
     let state = sent.state;
     let cases: [(&str, Option<Value>, bool, &str); 9] = [
         ("shape", Some(Value::str("100")), true, "\"shape\" must be"),
@@ -189,7 +189,7 @@ fn a_table_travels_as_its_buffer_and_comes_back_laid_out_alike() {
     table.column_mut::<f64>("x").unwrap()[9] = 2.5;
     let table = Table::Soa(table.slice_rows(2, 10).unwrap());
     for protocol in [2, 5] {
-        let sent = reduce_table(&table, Stream(0), protocol).unwrap();
+        let sent = reduce_table(&table, Stream::HOST, protocol).unwrap();
         let TableWire::Soa(soa) = TableWire::parse(&format(), &sent.state).unwrap() else {
             panic!("an SoA state");
         };
@@ -203,7 +203,7 @@ fn a_table_travels_as_its_buffer_and_comes_back_laid_out_alike() {
 #[test]
 fn tampered_table_states_are_refused_by_name() {
     let table = Table::Soa(SoaTable::new(super::tests::schema(), 4).unwrap());
-    let state = reduce_table(&table, Stream(0), 5).unwrap().state;
+    let state = reduce_table(&table, Stream::HOST, 5).unwrap().state;
     let bad_item = Value::List(vec![Value::List(vec![
         Value::str("x"),
         Value::str("float32"),
@@ -223,8 +223,8 @@ fn tampered_table_states_are_refused_by_name() {
 
 #[test]
 fn adopted_columns_do_not_pickle_and_say_what_to_do_instead() {
-    let columns = ColumnTable::new(vec![("x".into(), counting(&[3]))], Stream(0)).unwrap();
-    let err = reduce_table(&Table::Columns(columns), Stream(0), 5)
+    let columns = ColumnTable::new(vec![("x".into(), counting(&[3]))], Stream::HOST).unwrap();
+    let err = reduce_table(&Table::Columns(columns), Stream::HOST, 5)
         .err()
         .unwrap();
     assert!(matches!(err, Error::WrongType(_)), "{err:?}");

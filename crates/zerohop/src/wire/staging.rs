@@ -134,7 +134,7 @@ mod tests {
             readonly: false,
             is_copied: false,
         };
-        let short = Buffer::allocate(default_host_resource(), 8, 64, Stream(0)).unwrap();
+        let short = Buffer::allocate(default_host_resource(), 8, 64, Stream::HOST).unwrap();
         let err = state.view_on_device(&short, 0).unwrap_err();
         assert!(matches!(err, Error::Wire(_)), "{err:?}");
         let outside = TensorState {

@@ -29,6 +29,17 @@ typedef struct DLManagedTensorVersioned DLManagedTensorVersioned;
 // after the model ran whether any was written, naming the column.
 #define ZH_MAP_GUARD_CONST 4
 
+// The tensors go to libtorch, which ignores DLPack's read-only flag: read-only tensors (a
+// read-only table, ZH_MAP_READONLY) are refused (`ZH_READ_ONLY`) unless the caller allows a
+// private copy (ZH_MAP_ALLOW_COPY, reported by `zh_tensors_copied`), accepts the risk
+// (ZH_MAP_SHARE_READONLY) or has the writes checked (ZH_MAP_GUARD_CONST). The same rule as
+// Python's `tensors(..., "torch")`, decided by the core's hand-off plan.
+#define ZH_MAP_FOR_LIBTORCH 8
+
+// With ZH_MAP_FOR_LIBTORCH: share read-only memory with libtorch on the caller's word that
+// nothing writes to it there.
+#define ZH_MAP_SHARE_READONLY 16
+
 // What a call came to. `ZH_OK` is 0; everything else has a message in `zh_last_error()`.
 typedef enum zh_status {
   ZH_OK = 0,

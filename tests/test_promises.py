@@ -52,7 +52,7 @@ def test_jax_results_are_the_tables_memory_or_refused(alignment, rows):
 def test_the_issue_case_is_refused_then_a_reported_copy():
     t = zerohop.Table([("x", "float32"), ("y", "float32")], 3, alignment=4)
     t["y"].numpy()[:] = [1, 2, 3]
-    with pytest.raises(BufferError, match='JAX copied tensor "y"'):
+    with pytest.raises(BufferError, match='tensor "y" cannot be shared: it starts at'):
         t.tensors(["y"], "jax")
     with pytest.warns(zerohop.CopyWarning, match="64-byte"):
         (y,) = t.tensors(["y"], "jax", copy=True)
@@ -154,7 +154,7 @@ def test_torch_from_dlpack_refuses_readonly_zerohop_tensors():
     frozen = np.arange(3.0)
     frozen.flags.writeable = False
     z = zerohop.from_dlpack(frozen)
-    with pytest.raises(BufferError, match="torch.from_dlpack ignores"):
+    with pytest.raises(BufferError, match="torch ignores DLPack's read-only flag"):
         torch.from_dlpack(z)
     assert address(np.from_dlpack(z)) == frozen.ctypes.data  # NumPy honours the flag
 

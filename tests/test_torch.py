@@ -126,5 +126,5 @@ def test_to_framework_shares_memory_and_keeps_read_only_data_from_torch():
     with pytest.warns(zerohop.CopyWarning, match="copied"):
         copy = read_only.to_framework("torch", copy=True)
     assert copy.data_ptr() != read_only.data_ptr and copy.flatten().tolist() == [0, 1, 2, 3, 4]
-    with pytest.raises(ValueError, match='framework "mxnet" must be'):
+    with pytest.raises(ValueError, match='framework: "mxnet" must be'):
         t.to_framework("mxnet")

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use zerohop::dlpack::ffi::DLManagedTensorVersioned;
 use zerohop::dlpack::{export_versioned, ExportOptions};
 use zerohop::guard::WriteGuard;
+use zerohop::handoff::{plan, Allowance, Consumer, Plan};
 use zerohop::soa::{MapOptions, MappedTensor, TensorMap};
 
 use crate::status::{
@@ -24,6 +25,20 @@ pub const ZH_MAP_ALLOW_COPY: u32 = 2;
 /// show are fingerprinted when the map is applied, and `zh_tensors_verify_unwritten` says
 /// after the model ran whether any was written, naming the column.
 pub const ZH_MAP_GUARD_CONST: u32 = 4;
+/// The tensors go to libtorch, which ignores DLPack's read-only flag: read-only tensors (a
+/// read-only table, ZH_MAP_READONLY) are refused (`ZH_READ_ONLY`) unless the caller allows a
+/// private copy (ZH_MAP_ALLOW_COPY, reported by `zh_tensors_copied`), accepts the risk
+/// (ZH_MAP_SHARE_READONLY) or has the writes checked (ZH_MAP_GUARD_CONST). The same rule as
+/// Python's `tensors(..., "torch")`, decided by the core's hand-off plan.
+pub const ZH_MAP_FOR_LIBTORCH: u32 = 8;
+/// With ZH_MAP_FOR_LIBTORCH: share read-only memory with libtorch on the caller's word that
+/// nothing writes to it there.
+pub const ZH_MAP_SHARE_READONLY: u32 = 16;
+const ALL_FLAGS: u32 = ZH_MAP_READONLY
+    | ZH_MAP_ALLOW_COPY
+    | ZH_MAP_GUARD_CONST
+    | ZH_MAP_FOR_LIBTORCH
+    | ZH_MAP_SHARE_READONLY;
 
 /// A parsed spec with its flags (opaque): made once, applied to every table (event) with
 /// `zh_map_apply`, so the per-event cost is the views alone.
@@ -31,6 +46,9 @@ pub struct zh_map {
     map: TensorMap,
     options: MapOptions,
     guard_const: bool,
+    /// The consumer and what the caller allows it, for the hand-off plan.
+    consumer: Consumer,
+    allow: Allowance,
     names: Arc<[CString]>,
 }
 
@@ -83,7 +101,7 @@ impl zh_tensors {
 fn compile(spec: *const c_char, flags: u32) -> Outcome<zh_map> {
     // SAFETY: the callers' contracts: NUL-terminated or NULL.
     let spec = unsafe { text(spec, "spec") }?;
-    if flags & !(ZH_MAP_READONLY | ZH_MAP_ALLOW_COPY | ZH_MAP_GUARD_CONST) != 0 {
+    if flags & !ALL_FLAGS != 0 {
         return Err(Failure::invalid(format!(
             "flags {flags:#x} has unknown bits"
         )));
@@ -101,12 +119,27 @@ fn compile(spec: *const c_char, flags: u32) -> Outcome<zh_map> {
             allow_copy: flags & ZH_MAP_ALLOW_COPY != 0,
         },
         guard_const: flags & ZH_MAP_GUARD_CONST != 0,
+        consumer: match flags & ZH_MAP_FOR_LIBTORCH {
+            0 => Consumer::Honouring,
+            _ => Consumer::Torch,
+        },
+        allow: Allowance {
+            copy: flags & ZH_MAP_ALLOW_COPY != 0,
+            // A guarded map checks afterwards that nothing wrote: the risk is covered.
+            share_readonly: flags & (ZH_MAP_SHARE_READONLY | ZH_MAP_GUARD_CONST) != 0,
+        },
         names: names.into(),
     })
 }
 
 pub(crate) fn apply(map: &zh_map, table: &zh_table, out: *mut *mut zh_tensors) -> Outcome {
-    let tensors = table.table.map(&map.map, map.options, None)?;
+    let mut tensors = table.table.map(&map.map, map.options, None)?;
+    for tensor in &mut tensors {
+        if let Plan::Copy(_) = plan(&tensor.name, &tensor.view, map.consumer, map.allow)? {
+            tensor.view = tensor.view.private_copy()?;
+            tensor.copied = true;
+        }
+    }
     // On a device, fingerprinted on the stream the data is produced on.
     let watch = map
         .guard_const

@@ -75,7 +75,12 @@ impl From<zerohop::Error> for Failure {
         use zerohop::Error as E;
         let status = match &err {
             E::OutOfMemory { .. } | E::LimitExceeded { .. } => zh_status::ZH_OUT_OF_MEMORY,
-            E::ReadOnly(_) => zh_status::ZH_READ_ONLY,
+            E::ReadOnly(_)
+            | E::HandOff {
+                reason: zerohop::handoff::CopyReason::ReadOnlyIgnored,
+                ..
+            } => zh_status::ZH_READ_ONLY,
+            E::HandOff { .. } => zh_status::ZH_UNSUPPORTED,
             E::UnsupportedDType { .. }
             | E::UnsupportedDevice { .. }
             | E::UnsupportedVersion { .. }

@@ -16,7 +16,24 @@ const IN_C_TERMS: &[(&str, &str)] = &[
         "Ask for a copy (copy=True) to export a compact tensor",
         "Adopt a tensor with non-negative strides (zh_table_from_columns) instead",
     ),
-    ("which has no streams: name none", "which has no streams; pass 0"),
+    (
+        "which has no streams: name none",
+        "which has no streams; pass 0",
+    ),
+    (
+        "copy=True (a private, reported copy)",
+        "ZH_MAP_ALLOW_COPY (a private copy, reported by zh_tensors_copied)",
+    ),
+    (
+        "share_readonly=True (the same memory, on your word that nothing writes to it through \
+         torch)",
+        "ZH_MAP_SHARE_READONLY (the same memory, on your word that nothing writes to it \
+         through libtorch), ZH_MAP_GUARD_CONST (the same memory, checked afterwards)",
+    ),
+    (
+        "or take it through NumPy, JAX or zerohop tensors, which keep it read-only",
+        "or map without ZH_MAP_FOR_LIBTORCH for a consumer that honours the read-only flag",
+    ),
 ];
 
 /// `message` with the core's Python spellings in C's.

@@ -5,7 +5,7 @@
 use std::fmt;
 
 use crate::device::DeviceKind;
-use crate::dtype::DTypeCode;
+use crate::dtype::{DType, DTypeCode};
 use crate::error::{Error, Result};
 use crate::tensor::TensorView;
 
@@ -73,8 +73,8 @@ pub enum CopyReason {
     ReadOnlyIgnored,
     /// A strided tensor for a consumer that takes C-contiguous memory only.
     NotContiguous { strides: Vec<i64> },
-    /// A 64-bit type JAX would narrow (x64 off).
-    JaxNarrows { dtype: String },
+    /// A 64-bit type JAX would narrow (x64 off) to `to`.
+    JaxNarrows { dtype: String, to: String },
     /// CPU memory JAX takes in place only at 64-byte alignment.
     JaxMisaligned { address: usize },
     /// The consumer copied for a reason it did not give (seen after the fact).
@@ -95,9 +95,9 @@ impl fmt::Display for CopyReason {
                 f,
                 "it has strides {strides:?}, and TensorFlow takes only C-contiguous memory"
             ),
-            CopyReason::JaxNarrows { dtype } => write!(
+            CopyReason::JaxNarrows { dtype, to } => write!(
                 f,
-                "JAX converts {dtype} to 32 bits (64-bit types need \
+                "JAX converts {dtype} to {to} (64-bit types need \
                  jax.config.update(\"jax_enable_x64\", True) before the first JAX array)"
             ),
             CopyReason::JaxMisaligned { address } => write!(
@@ -187,8 +187,10 @@ fn jax_would_copy(view: &TensorView, x64: bool) -> Option<CopyReason> {
         _ => false,
     };
     if wide && !x64 {
+        let to = DType::new(dtype.code, dtype.bits / 2);
         return Some(CopyReason::JaxNarrows {
-            dtype: view.dtype().to_string(),
+            dtype: dtype.to_string(),
+            to: to.to_string(),
         });
     }
     let address = view.data_ptr() as usize;

@@ -221,6 +221,7 @@ fn every_consumer_layout_and_allowance_gets_one_answer() {
             copy,
             copied(CopyReason::JaxNarrows {
                 dtype: "float64".into(),
+                to: "float32".into(),
             }),
         ),
         (&wide, jax64, none, share.clone()),

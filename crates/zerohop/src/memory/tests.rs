@@ -565,14 +565,8 @@ mod properties {
 #[test]
 fn stream_zero_is_refused_as_a_cuda_stream_in_the_words_every_face_uses() {
     let err = Stream::cuda(0).unwrap_err();
-    assert!(
-        matches!(err, crate::Error::Stream { .. }),
-        "{err:?}"
-    );
+    assert!(matches!(err, crate::Error::Stream { .. }), "{err:?}");
     assert!(err.to_string().contains(super::AMBIGUOUS_STREAM), "{err}");
     assert_eq!(Stream::cuda(1).unwrap(), Stream::LEGACY);
-    assert_eq!(
-        Stream::cuda(0xdead_beef).unwrap().raw(),
-        0xdead_beef
-    );
+    assert_eq!(Stream::cuda(0xdead_beef).unwrap().raw(), 0xdead_beef);
 }

@@ -161,8 +161,12 @@ impl Buffer {
     /// after that work. Other owners (a framework's tensor, a capsule) free their memory by
     /// their own rules, so nothing is noted for them.
     pub fn note_consumer(owner: &Owner, stream: CudaStream) {
+        // Views keep a block alive either by its inner part (`Buffer::owner`) or by a whole
+        // `Buffer` (`TensorView::from_buffer`).
         if let Some(inner) = owner.downcast_ref::<Inner>() {
             inner.note_consumer(stream);
+        } else if let Some(buffer) = owner.downcast_ref::<Buffer>() {
+            buffer.inner.note_consumer(stream);
         }
     }
 

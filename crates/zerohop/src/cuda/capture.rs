@@ -47,7 +47,18 @@ pub fn capture_of(stream: Stream) -> Result<Capture> {
         )
         .result()
     }
-    .map_err(|e| driver_error("stream capture query", e))?;
+    // The first call a hand-off makes with the stream: a handle the driver does not know
+    // (destroyed, another context's) is the caller's stream, named as such.
+    .map_err(|e| match driver_error("stream capture query", e) {
+        Error::Cuda { name, code, .. } => Error::Stream {
+            stream: format!("0x{:x}", stream.raw()),
+            reason: format!(
+                "the CUDA driver refused it ({name}, CUresult {code}): a destroyed stream, or \
+                 one of another device or context"
+            ),
+        },
+        other => other,
+    })?;
     Ok(match status {
         sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE => Capture::Idle,
         _ => Capture::Active {

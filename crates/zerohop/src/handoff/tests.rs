@@ -296,6 +296,10 @@ fn a_block_remembers_its_consumer_streams_through_slices_of_it() {
     }
     assert_eq!(block.consumers().len(), 8, "bounded");
     assert_eq!(block.consumers()[7], handle(0x6f), "the newest kept");
+    // A view made over the whole block keeps it as a `Buffer`: noted all the same.
+    let view = TensorView::from_buffer(block.clone(), DType::F32, &[16]).unwrap();
+    Buffer::note_consumer(view.owner(), handle(0x99));
+    assert_eq!(block.consumers()[7], handle(0x99));
     // An owner that is not a zerohop block is left alone.
     let foreign: crate::buffer::Owner = Arc::new(5_u8);
     Buffer::note_consumer(&foreign, handle(0x51));

@@ -24,6 +24,7 @@ pub mod tch_tensors;
 pub mod tensor;
 mod tensor_dims;
 mod tensor_moves;
+mod tensor_zeros;
 pub mod value;
 pub mod wire;
 

@@ -6,7 +6,6 @@ use zerohop::{DType, TensorView};
 
 use crate::base::errors::IntoPyResult;
 use crate::base::tensor::PyTensor;
-use crate::protocols::cuda;
 use crate::tables::table::PyTable;
 use zerohop_pyo3::args::extract_items;
 
@@ -18,15 +17,10 @@ pub fn zeros(shape: &Bound<'_, PyAny>, dtype: &str, device: &str) -> PyResult<Py
     let shape: Vec<i64> = extract_items(shape, "shape", zerohop::tensor::MAX_NDIM)?;
     let dtype = DType::from_name(dtype).py()?;
     let device = zerohop::Device::parse(device).py()?;
-    if device.kind == zerohop::DeviceKind::Cuda {
-        return cuda::zeros_on(device, dtype, &shape);
-    }
-    if device.kind != zerohop::DeviceKind::Cpu {
-        return Err(pyo3::exceptions::PyValueError::new_err(format!(
-            "zeros on {device}: zerohop allocates on cpu and cuda:N"
-        )));
-    }
-    Ok(PyTensor::new(TensorView::zeros(dtype, &shape).py()?, false))
+    Ok(PyTensor::new(
+        TensorView::zeros_on(device, dtype, &shape).py()?,
+        false,
+    ))
 }
 
 /// A table over Arrow data from any producer of the Arrow PyCapsule interface, sharing its

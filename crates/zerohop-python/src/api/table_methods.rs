@@ -159,6 +159,14 @@ impl PyTable {
             )
             .py()?;
         let out = PyList::empty(py);
+        let device = self.storage.device();
+        let stream = match (framework, device.kind) {
+            // Ordered once for the whole table: each tensor then leaves on torch's stream.
+            (Some("torch"), zerohop::DeviceKind::Cuda) => {
+                crate::tables::table::ready_for_torch(py, device, None, self.stream())?
+            }
+            _ => self.stream(),
+        };
         for mut m in mapped {
             if framework == Some("jax") && !m.view.is_dense() {
                 // JAX imports only compact (possibly transposed) tensors.
@@ -192,7 +200,7 @@ impl PyTable {
                 m.view,
                 m.copied,
                 framework,
-                self.stream(),
+                stream,
                 copy,
                 share_readonly,
             )?)?;

@@ -121,6 +121,13 @@ impl PyTensor {
         }
     }
 
+    /// DLPack 1.3's C exchange API: consumers that look for it on the type take zerohop
+    /// tensors without Python-level protocol calls (see `base::exchange`).
+    #[classattr]
+    fn __dlpack_c_exchange_api__(py: Python<'_>) -> PyResult<Py<PyAny>> {
+        crate::base::exchange::api_capsule(py)
+    }
+
     fn __dlpack_device__(&self) -> (i32, i32) {
         let device = self.view.device();
         (device.kind as i32, device.id)

@@ -1,14 +1,12 @@
 //! `zerohop.cuda`: availability, device tensors, and the CUDA array interface (v3) import.
 
-use std::sync::Arc;
-
 use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyTuple};
 use zerohop::array_interface::Flavor;
-use zerohop::cuda::{self as zcuda, CudaDeviceResource, LEGACY_STREAM};
+use zerohop::cuda::{self as zcuda, LEGACY_STREAM};
 use zerohop::handoff::{ready_on, ConsumerStream};
-use zerohop::{Buffer, DType, Device, Stream, TensorView};
+use zerohop::{Device, Stream};
 
 use crate::base::errors::IntoPyResult;
 use crate::base::tensor::PyTensor;
@@ -32,28 +30,6 @@ fn device_count() -> usize {
 fn synchronize(py: Python<'_>, device: i32, stream: usize) -> PyResult<()> {
     py.detach(|| Stream::cuda(stream).and_then(|s| zcuda::synchronize(device, s)))
         .py()
-}
-
-/// A zero-filled tensor in fresh device memory (cuMemAlloc) of `device`.
-pub fn zeros_on(device: Device, dtype: DType, shape: &[i64]) -> PyResult<PyTensor> {
-    let numel = zerohop::tensor::checked_numel(shape).py()?;
-    let bytes = numel.checked_mul(dtype.itemsize()).ok_or_else(|| {
-        pyo3::exceptions::PyValueError::new_err(format!(
-            "shape {shape:?} of {dtype} holds more bytes than memory can"
-        ))
-    })?;
-    // The device's current resource (a pool `memory.install` or `set_current` put there),
-    // else plain device memory.
-    let resource: Arc<dyn zerohop::MemoryResource> = match zerohop::memory::current_resource(device)
-    {
-        Some(r) => r,
-        None => Arc::new(CudaDeviceResource::new(device.id).py()?),
-    };
-    let buffer = Buffer::allocate(resource, bytes, zcuda::CUDA_ALIGNMENT, LEGACY_STREAM).py()?;
-    // SAFETY: a fresh device allocation of `bytes` bytes on `device`.
-    unsafe { zcuda::memset_zero(device.id, buffer.as_ptr(), bytes) }.py()?;
-    let view = TensorView::from_buffer(buffer, dtype, shape).py()?;
-    Ok(PyTensor::with_stream(view, false, LEGACY_STREAM))
 }
 
 /// Imports anything with `__cuda_array_interface__` (v2 or v3) without a copy, keeping the

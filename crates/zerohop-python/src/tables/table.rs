@@ -85,6 +85,9 @@ pub(crate) fn map_builder(spec: &Bound<'_, PyAny>) -> PyResult<zerohop::soa::Ten
 /// code makes. Older torch without it takes the public way.
 fn torch_current_stream(torch: &Bound<'_, PyAny>, device: Device) -> PyResult<Stream> {
     let py = torch.py();
+    if let Some(raw) = crate::base::exchange::torch_work_stream(py, device) {
+        return Ok(Stream::from_allocator(device, raw));
+    }
     let raw: usize = match torch
         .getattr(intern!(py, "_C"))?
         .getattr(intern!(py, "_cuda_getCurrentRawStream"))
@@ -97,6 +100,27 @@ fn torch_current_stream(torch: &Bound<'_, PyAny>, device: Device) -> PyResult<St
             .extract()?,
     };
     Ok(Stream::from_allocator(device, raw))
+}
+
+/// torch's current stream on `device`, made ready for data produced on `producer` (an event,
+/// no host wait; nothing when they are one stream): the stream the handed-out tensors are then
+/// produced on. `owner` remembers the stream for its free.
+pub(crate) fn ready_for_torch(
+    py: Python<'_>,
+    device: Device,
+    owner: Option<&zerohop::Owner>,
+    producer: Stream,
+) -> PyResult<Stream> {
+    let torch = py.import(intern!(py, "torch"))?;
+    let current = torch_current_stream(torch.as_any(), device)?;
+    ready_on(
+        device,
+        owner,
+        producer,
+        ConsumerStream::On(current.require_cuda().py()?),
+    )
+    .py()?;
+    Ok(current)
 }
 
 /// Whether JAX keeps 64-bit types (`jax_enable_x64`), for the plan's prediction of its copies.
@@ -158,20 +182,17 @@ pub(crate) fn to_framework<'py>(
             .import(intern!(py, "numpy"))?
             .call_method1(dlpack, (tensor(view)?,)),
         Consumer::Torch => {
-            let torch = py.import(intern!(py, "torch"))?;
             if device.kind == zerohop::DeviceKind::Cuda {
-                // torch, given a capsule, asks nothing: its current stream waits on ours.
-                let current = torch_current_stream(torch.as_any(), device)?;
-                let asked = ConsumerStream::On(current.require_cuda().py()?);
-                ready_on(device, Some(view.owner()), stream, asked).py()?;
+                // torch, given a tensor through its C API, asks nothing: its current stream
+                // waits on ours first.
+                ready_for_torch(py, device, Some(view.owner()), stream)?;
             }
             let managed = export_versioned(&shared, ExportOptions { is_copied: copied }).py()?;
-            if device.is_host_accessible() {
-                // C speed, no Python protocol calls; host memory needs no stream sync.
-                if let Some(t) = crate::base::exchange::torch_tensor_from_managed(py, managed)? {
-                    return Ok(t);
-                }
+            // C speed, no Python protocol calls ("no sync": ordered above).
+            if let Some(t) = crate::base::exchange::torch_tensor_from_managed(py, managed)? {
+                return Ok(t);
             }
+            let torch = py.import(intern!(py, "torch"))?;
             // torch takes a capsule directly, skipping two Python-level protocol calls.
             let capsule = zerohop_pyo3::capsule::versioned_capsule(py, managed)?;
             torch.call_method1(dlpack, (capsule,))

@@ -27,7 +27,7 @@ struct ExportContext<M> {
     _owner: Owner,
 }
 
-fn check_exportable(view: &TensorView) -> Result<()> {
+pub(super) fn check_exportable(view: &TensorView) -> Result<()> {
     if view.has_negative_strides() {
         // torch.from_dlpack aborts the whole process on negative strides (torch 2.11,
         // pytorch#188023), so zerohop never lets such a tensor leave through DLPack.
@@ -50,7 +50,7 @@ fn dims_of(view: &TensorView) -> Box<[i64]> {
 
 /// The DLTensor for `view`, with `shape`/`strides` still NULL: they must point into the
 /// context's `dims` once the context has reached its final heap address (see `finish`).
-fn dl_tensor(view: &TensorView) -> DLTensor {
+pub(super) fn dl_tensor(view: &TensorView) -> DLTensor {
     let ndim = view.ndim();
     let dtype = view.dtype();
     let device = view.device();

@@ -2,6 +2,9 @@
 //!
 //! All raw-pointer work on DLPack structs lives in this module.
 
+pub mod exchange;
+#[cfg(test)]
+mod exchange_tests;
 mod export;
 pub mod ffi;
 mod import;

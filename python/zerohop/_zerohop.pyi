@@ -11,6 +11,7 @@ import sys
 from collections.abc import Iterable, Mapping, Sequence
 from typing import (
     Any,
+    ClassVar,
     Final,
     Literal,
     Protocol,
@@ -134,6 +135,8 @@ _ArrowData: TypeAlias = (
 
 @final
 class Tensor:
+    # DLPack 1.3's C exchange API (a capsule named "dlpack_exchange_api"), on the type.
+    __dlpack_c_exchange_api__: ClassVar[_Capsule]
     def __dlpack__(
         self,
         *,

@@ -85,10 +85,17 @@ impl From<zerohop::Error> for Failure {
             | E::UnsupportedDevice { .. }
             | E::UnsupportedVersion { .. }
             | E::NotHostAccessible { .. }
-            | E::NotContiguous(_) => zh_status::ZH_UNSUPPORTED,
+            | E::NotContiguous(_)
+            | E::Export(_) => zh_status::ZH_UNSUPPORTED,
             E::Cuda { .. } | E::CudaUnavailable { .. } => zh_status::ZH_DEVICE_ERROR,
             E::NoSuchColumn { .. } => zh_status::ZH_NOT_FOUND,
-            _ => zh_status::ZH_INVALID_ARGUMENT,
+            E::InvalidArgument { .. }
+            | E::Stream { .. }
+            | E::InvalidTensor(_)
+            | E::DTypeMismatch { .. }
+            | E::WrongType(_)
+            | E::Wire(_)
+            | E::System { .. } => zh_status::ZH_INVALID_ARGUMENT,
         };
         Failure {
             status,
@@ -277,5 +284,149 @@ mod tests {
         assert_eq!(status(missing), zh_status::ZH_NOT_FOUND);
         assert_eq!(status(E::Wire("w".into())), zh_status::ZH_INVALID_ARGUMENT);
         assert_eq!(status(E::ReadOnly("t".into())), zh_status::ZH_READ_ONLY);
+    }
+}
+
+#[cfg(test)]
+mod table_tests {
+    use super::{zh_status, Failure};
+    use zerohop::handoff::CopyReason;
+    use zerohop::{Device, Error};
+
+    /// One error of every kind, named as docs/handoff.md's table names it.
+    fn one_of_each() -> Vec<(&'static str, Error)> {
+        let s = || String::from("x");
+        vec![
+            (
+                "InvalidArgument",
+                Error::InvalidArgument {
+                    what: s(),
+                    reason: s(),
+                },
+            ),
+            (
+                "Stream",
+                Error::Stream {
+                    stream: s(),
+                    reason: s(),
+                },
+            ),
+            (
+                "HandOff",
+                Error::HandOff {
+                    tensor: s(),
+                    reason: CopyReason::Requested,
+                },
+            ),
+            (
+                "NoSuchColumn",
+                Error::NoSuchColumn {
+                    name: s(),
+                    columns: s(),
+                },
+            ),
+            ("ReadOnly", Error::ReadOnly(s())),
+            ("Export", Error::Export(s())),
+            ("NotContiguous", Error::NotContiguous(s())),
+            (
+                "NotHostAccessible",
+                Error::NotHostAccessible {
+                    device: Device::CPU,
+                },
+            ),
+            (
+                "UnsupportedDType",
+                Error::UnsupportedDType {
+                    code: 0,
+                    bits: 0,
+                    lanes: 0,
+                    reason: s(),
+                },
+            ),
+            (
+                "UnsupportedDevice",
+                Error::UnsupportedDevice {
+                    device_type: 0,
+                    device_id: 0,
+                },
+            ),
+            (
+                "UnsupportedVersion",
+                Error::UnsupportedVersion { major: 9, minor: 0 },
+            ),
+            ("InvalidTensor", Error::InvalidTensor(s())),
+            (
+                "DTypeMismatch",
+                Error::DTypeMismatch {
+                    actual: s(),
+                    requested: s(),
+                },
+            ),
+            ("WrongType", Error::WrongType(s())),
+            ("Wire", Error::Wire(s())),
+            (
+                "OutOfMemory",
+                Error::OutOfMemory {
+                    requested: 1,
+                    device: Device::CPU,
+                    reason: s(),
+                },
+            ),
+            (
+                "LimitExceeded",
+                Error::LimitExceeded {
+                    requested: 1,
+                    in_use: 1,
+                    limit: 1,
+                },
+            ),
+            (
+                "System",
+                Error::System {
+                    what: s(),
+                    errno: 24,
+                    reason: s(),
+                },
+            ),
+            (
+                "Cuda",
+                Error::Cuda {
+                    call: s(),
+                    code: 1,
+                    name: s(),
+                    description: s(),
+                },
+            ),
+            (
+                "CudaUnavailable",
+                Error::CudaUnavailable {
+                    what: s(),
+                    reason: s(),
+                },
+            ),
+        ]
+    }
+
+    #[test]
+    #[cfg_attr(miri, ignore = "reads the docs from disk")]
+    fn the_docs_table_of_kinds_and_statuses_is_the_mapping() {
+        let docs = include_str!("../../../docs/handoff.md");
+        for (kind, err) in one_of_each() {
+            let row = docs
+                .lines()
+                .find(|l| l.starts_with(&format!("| `{kind}` |")))
+                .unwrap_or_else(|| panic!("docs/handoff.md has no row for {kind}"));
+            let status = format!("{:?}", Failure::from(err).status);
+            let c_column = row.rsplit('|').nth(1).unwrap_or("");
+            assert!(
+                c_column.contains(&status),
+                "{kind}: the docs say {c_column:?}, C gives {status}"
+            );
+        }
+        let read_only = Error::HandOff {
+            tensor: "x".into(),
+            reason: CopyReason::ReadOnlyIgnored,
+        };
+        assert_eq!(Failure::from(read_only).status, zh_status::ZH_READ_ONLY);
     }
 }

@@ -317,6 +317,14 @@ const char *zh_tensors_name(const struct zh_tensors *tensors, uintptr_t index);
 // `tensors` must be a live handle or NULL.
 bool zh_tensors_copied(const struct zh_tensors *tensors, uintptr_t index);
 
+// Why tensor `index` is a copy, in words (the same as Python's `CopyWarning`), or NULL when
+// it is a view of the table (or `tensors` or `index` is invalid). The string stays valid
+// until the calling thread's next call of this function.
+//
+// # Safety
+// `tensors` must be a live handle or NULL.
+const char *zh_tensors_copy_reason(const struct zh_tensors *tensors, uintptr_t index);
+
 // Exports tensor `index` as a DLPack 1.3 managed tensor (the caller owns it and calls its
 // deleter once; `at::fromDLPackVersioned` takes it over). Each call makes a new one over the
 // same memory.

@@ -133,7 +133,7 @@ def test_table_scalars_broadcast_or_materialise():
     t = filled()
     (run,) = t.tensors(["run"], "numpy")
     assert run.shape == (6, 1) and run.strides[0] == 0 and (run == 42).all()
-    with pytest.warns(zerohop.CopyWarning, match="materialised"):
+    with pytest.warns(zerohop.CopyWarning, match="table scalars were repeated"):
         (run,) = t.tensors(["run"], "numpy", materialize=["run"])
     assert run.strides == (4, 4) and (run == 42).all()
 

@@ -135,9 +135,9 @@ fn compile(spec: *const c_char, flags: u32) -> Outcome<zh_map> {
 pub(crate) fn apply(map: &zh_map, table: &zh_table, out: *mut *mut zh_tensors) -> Outcome {
     let mut tensors = table.table.map(&map.map, map.options, None)?;
     for tensor in &mut tensors {
-        if let Plan::Copy(_) = plan(&tensor.name, &tensor.view, map.consumer, map.allow)? {
+        if let Plan::Copy(reason) = plan(&tensor.name, &tensor.view, map.consumer, map.allow)? {
             tensor.view = tensor.view.private_copy()?;
-            tensor.copied = true;
+            tensor.copy = Some(reason);
         }
     }
     // On a device, fingerprinted on the stream the data is produced on.
@@ -294,9 +294,46 @@ pub unsafe extern "C" fn zh_tensors_copied(tensors: *const zh_tensors, index: us
         Ok(unsafe { handle(tensors, "tensors") }
             .ok()
             .and_then(|t| t.tensors.get(index))
-            .is_some_and(|m| m.copied))
+            .is_some_and(|m| m.copied()))
     })
     .unwrap_or(false)
+}
+
+thread_local! {
+    static COPY_REASON: std::cell::RefCell<CString> = std::cell::RefCell::default();
+}
+
+/// Why tensor `index` is a copy, in words (the same as Python's `CopyWarning`), or NULL when
+/// it is a view of the table (or `tensors` or `index` is invalid). The string stays valid
+/// until the calling thread's next call of this function.
+///
+/// # Safety
+/// `tensors` must be a live handle or NULL.
+#[no_mangle]
+pub unsafe extern "C" fn zh_tensors_copy_reason(
+    tensors: *const zh_tensors,
+    index: usize,
+) -> *const c_char {
+    guarded(|| {
+        // SAFETY: per the contract.
+        let reason = unsafe { handle(tensors, "tensors") }
+            .ok()
+            .and_then(|t| t.tensors.get(index))
+            .and_then(|m| m.copy.as_ref());
+        let Some(reason) = reason else {
+            return Ok(std::ptr::null());
+        };
+        let text = CString::new(crate::wording::in_c_terms(reason.to_string()).replace('\0', " "))
+            .unwrap_or_default();
+        Ok(COPY_REASON
+            .try_with(|cell| {
+                let mut kept = cell.borrow_mut();
+                *kept = text;
+                kept.as_ptr()
+            })
+            .unwrap_or(std::ptr::null()))
+    })
+    .unwrap_or(std::ptr::null())
 }
 
 /// Exports tensor `index` as a DLPack 1.3 managed tensor (the caller owns it and calls its
@@ -318,7 +355,7 @@ pub unsafe extern "C" fn zh_tensors_export(
         let managed = export_versioned(
             &mapped.view,
             ExportOptions {
-                is_copied: mapped.copied,
+                is_copied: mapped.copied(),
             },
         )?;
         // SAFETY: checked non-NULL above.
@@ -356,7 +393,7 @@ pub unsafe extern "C" fn zh_tensors_view(
             dtype_lanes: dtype.lanes,
             device_type: device.kind as i32,
             device_id: device.id,
-            copied: mapped.copied,
+            copied: mapped.copied(),
             readonly: view.is_readonly(),
         };
         // SAFETY: checked non-NULL above.

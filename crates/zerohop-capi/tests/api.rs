@@ -326,7 +326,12 @@ fn bad_handles_names_and_specs_are_statuses_with_messages() {
             assert!(last_error().contains(says), "{spec}: {}", last_error());
         }
         assert_eq!(
-            zh_table_map(table, c("pt").as_ptr(), 8, &mut tensors),
+            zh_table_map(
+                table,
+                c("pt").as_ptr(),
+                ZH_MAP_SHARE_READONLY << 1,
+                &mut tensors
+            ),
             zh_status::ZH_INVALID_ARGUMENT
         );
         assert!(tensors.is_null());

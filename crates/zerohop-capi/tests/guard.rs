@@ -283,7 +283,12 @@ fn refusals_say_why_and_touch_nothing() {
         assert!(last_error().contains("pass 0"), "{}", last_error());
         // The next flag bit is not one.
         assert_eq!(
-            zh_table_map(table, spec.as_ptr(), ZH_MAP_GUARD_CONST << 1, &mut refused),
+            zh_table_map(
+                table,
+                spec.as_ptr(),
+                ZH_MAP_SHARE_READONLY << 1,
+                &mut refused
+            ),
             zh_status::ZH_INVALID_ARGUMENT
         );
         assert_eq!(refused, untouched);

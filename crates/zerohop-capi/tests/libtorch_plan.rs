@@ -91,6 +91,32 @@ fn read_only_tensors_reach_libtorch_only_as_a_copy_on_the_callers_word_or_guarde
 
     let (address, copied) = map(table, ro | ZH_MAP_ALLOW_COPY).unwrap();
     assert!(copied && address != start, "a private copy, reported");
+    let mut tensors = null_mut();
+    // SAFETY: a live table; the handle is freed below; the reason is read before.
+    unsafe {
+        let flags = ro | ZH_MAP_ALLOW_COPY;
+        assert_eq!(
+            zh_table_map(table, c("pt").as_ptr(), flags, &mut tensors),
+            zh_status::ZH_OK
+        );
+        let reason = std::ffi::CStr::from_ptr(zh_tensors_copy_reason(tensors, 0));
+        let reason = reason.to_str().unwrap();
+        assert!(
+            reason.contains("torch ignores DLPack's read-only flag"),
+            "{reason}"
+        );
+        assert!(zh_tensors_copy_reason(tensors, 1).is_null(), "no tensor 1");
+        zh_tensors_free(tensors);
+        assert_eq!(
+            zh_table_map(table, c("pt").as_ptr(), 0, &mut tensors),
+            zh_status::ZH_OK
+        );
+        assert!(
+            zh_tensors_copy_reason(tensors, 0).is_null(),
+            "a view has no reason"
+        );
+        zh_tensors_free(tensors);
+    }
     assert_eq!(
         map(table, ro | ZH_MAP_SHARE_READONLY).unwrap(),
         (start, false)

@@ -79,6 +79,7 @@ fn entry_points() -> Vec<(&'static str, Returned, Call)> {
         call!(number, zh_tensors_len(null())),
         call!(text, zh_tensors_name(null(), 0)),
         call!(flag, zh_tensors_copied(null(), 0)),
+        call!(text, zh_tensors_copy_reason(null(), 0)),
         call!(Status, zh_tensors_export(null(), 0, null_mut())),
         call!(Status, zh_tensors_view(null(), 0, null_mut())),
         call!(Status, zh_tensors_verify_unwritten(null(), 0)),
@@ -164,7 +165,7 @@ fn entry_points() -> Vec<(&'static str, Returned, Call)> {
         // Calls without a status return what they document for a failure.
         "zh_version" | "zh_last_error" => Pointer(true),
         "zh_dlpack_version" => Number(103),
-        "zh_tensors_name" | "zh_cuda_malloc" => Pointer(false),
+        "zh_tensors_name" | "zh_tensors_copy_reason" | "zh_cuda_malloc" => Pointer(false),
         "zh_tensors_len" | "zh_tensors_copied" | "zh_schema_len" => Number(0),
         n if n.ends_with("_free") => Nothing,
         _ => Status(zh_status::ZH_INTERNAL),

@@ -39,7 +39,7 @@ fn main() -> Result<()> {
     for t in &tensors {
         let at = t.view.data_ptr() as usize;
         assert!(
-            buffer.contains(&at) && !t.copied,
+            buffer.contains(&at) && !t.copied(),
             "{} is not a view of the table",
             t.name
         );

@@ -42,7 +42,7 @@ fn main() -> zerohop::Result<()> {
             t.name,
             t.view.shape(),
             t.view.strides(),
-            t.copied
+            t.copied()
         );
     }
 

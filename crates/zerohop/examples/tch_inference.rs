@@ -34,7 +34,7 @@ fn main() -> Result<()> {
     let mut inputs = Vec::new();
     for t in &mapped {
         let tensor = t.view.to_tch()?;
-        assert!(!t.copied, "{} was copied", t.name);
+        assert!(!t.copied(), "{} was copied", t.name);
         assert_eq!(
             tensor.data_ptr() as usize,
             t.view.data_ptr() as usize,

@@ -82,7 +82,7 @@ fn a_tensor_map_hands_libtorch_views_and_the_owner_outlives_the_table() {
     let mapped = map.apply(&table, MapOptions::default()).unwrap();
     let tensors: Vec<_> = mapped.iter().map(|t| t.view.to_tch().unwrap()).collect();
     for (t, m) in tensors.iter().zip(&mapped) {
-        assert!(!m.copied);
+        assert!(!m.copied());
         assert_eq!(t.data_ptr() as usize, m.view.data_ptr() as usize);
         assert_eq!(t.stride(), m.view.strides());
     }

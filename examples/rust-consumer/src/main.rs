@@ -34,7 +34,7 @@ fn main() -> Result<()> {
     let tensors = map.apply(&table, MapOptions::default())?;
     for t in &tensors {
         assert!(
-            inside(t.view.data_ptr() as usize) && !t.copied,
+            inside(t.view.data_ptr() as usize) && t.copy.is_none(),
             "{} is a copy",
             t.name
         );

@@ -1,7 +1,7 @@
 //! The Python methods of `zerohop.Table`: construction, tensor maps, columns, Arrow import and
 //! export, pickling. They sit above the protocol, storage and pickle modules they call.
 
-use pyo3::exceptions::{PyBufferError, PyValueError};
+use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyTuple};
 use zerohop::soa::{ColumnOptions, MapOptions, SoaTable, SOA_DEFAULT_ALIGNMENT};
@@ -167,38 +167,19 @@ impl PyTable {
             }
             _ => self.stream(),
         };
-        for mut m in mapped {
-            if framework == Some("jax") && !m.view.is_dense() {
-                // JAX imports only compact (possibly transposed) tensors.
-                if !copy {
-                    return Err(PyBufferError::new_err(format!(
-                        "tensor {:?} has strides {:?} (padded or broadcast), and JAX accepts \
-                         only compact tensors. Options: copy=True (a reported copy); \
-                         materialize=[{:?}] for table scalars; or a table built with \
-                         alignment equal to the element size, whose columns pack tightly",
-                        m.name,
-                        m.view.strides(),
-                        m.name
-                    )));
-                }
-                m.view = m.view.contiguous_copy().py()?;
-                m.copied = true;
-            }
-            if m.copied {
+        for m in mapped {
+            if let Some(reason) = &m.copy {
+                let (name, columns) = (&m.name, &m.columns);
                 warn_copy(
                     py,
-                    &format!(
-                        "tensor {:?} (columns {:?}) was copied: its columns cannot be described \
-                         by strides, its table scalars were materialised, or nulls were filled",
-                        m.name, m.columns
-                    ),
+                    &format!("tensor {name:?} (columns {columns:?}) was copied: {reason}"),
                 )?;
             }
             out.append(to_framework(
                 py,
                 &m.name,
                 m.view,
-                m.copied,
+                m.copy.is_some(),
                 framework,
                 stream,
                 copy,
@@ -227,19 +208,14 @@ impl PyTable {
             fill,
         };
         let (view, copied) = self.storage.column(name, options).py()?;
-        if copied {
-            let why = if view.dtype().code == zerohop::DTypeCode::Bool {
-                "Arrow packs booleans into bits and tensors take a byte each"
-            } else {
-                "its nulls were filled"
-            };
-            warn_copy(py, &format!("column {name:?} was copied: {why}"))?;
+        if let Some(reason) = &copied {
+            warn_copy(py, &format!("column {name:?} was copied: {reason}"))?;
         }
         to_framework(
             py,
             name,
             view,
-            copied,
+            copied.is_some(),
             framework,
             self.stream(),
             copy,

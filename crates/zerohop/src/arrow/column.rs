@@ -19,6 +19,7 @@ use super::types::{arrow_type_of, dtype_of_arrow};
 use crate::buffer::Owner;
 use crate::dtype::DType;
 use crate::error::{Error, Result};
+use crate::handoff::CopyReason;
 use crate::tensor::{checked_numel, compact_strides, TensorView};
 use crate::Device;
 
@@ -36,9 +37,16 @@ pub struct ImportOptions {
 #[derive(Clone, Debug)]
 pub struct ImportedTensor {
     pub view: TensorView,
-    /// True when the tensor is a copy (nulls filled, booleans unpacked), false for a view of
-    /// the Arrow buffer.
-    pub copied: bool,
+    /// Why the tensor is a copy (nulls filled, booleans unpacked); `None` for a view of the
+    /// Arrow buffer.
+    pub copy: Option<CopyReason>,
+}
+
+impl ImportedTensor {
+    /// Whether the tensor is a copy rather than a view of the Arrow buffer.
+    pub fn copied(&self) -> bool {
+        self.copy.is_some()
+    }
 }
 
 /// The Arrow side of a tensor.
@@ -118,7 +126,7 @@ pub fn array_to_tensor(
         })?;
         ImportedTensor {
             view: wrap_values(node, start, &dims, dtype, what)?,
-            copied: false,
+            copy: None,
         }
     };
     if let Some(nulls) = data.nulls().filter(|v| v.null_count() > 0) {
@@ -133,7 +141,9 @@ pub fn array_to_tensor(
             ));
         };
         imported.view = fill_nulls(&imported.view, nulls, fill, what)?;
-        imported.copied = true;
+        imported.copy = Some(CopyReason::NullsFilled {
+            nulls: nulls.null_count(),
+        });
     }
     Ok(imported)
 }
@@ -219,7 +229,7 @@ fn unpack_booleans(
     let view = reinterpret(bytes, DType::BOOL, dims)?;
     Ok(ImportedTensor {
         view: view.into_readonly(),
-        copied: true,
+        copy: Some(CopyReason::BitsUnpacked),
     })
 }
 

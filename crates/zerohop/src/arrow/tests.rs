@@ -56,7 +56,7 @@ fn every_numeric_dtype_crosses_both_ways_without_copying() {
         assert_eq!(values_ptr(&exported.array), view.data_ptr() as *const u8);
         let back =
             array_to_tensor(&exported.array.to_data(), "a", ImportOptions::default()).unwrap();
-        assert!(!back.copied);
+        assert!(!back.copied());
         assert_eq!(back.view.data_ptr(), view.data_ptr(), "{dtype}");
         assert_eq!(back.view.dtype(), dtype);
         assert!(
@@ -97,7 +97,7 @@ fn nulls_are_an_error_unless_a_fill_value_is_chosen() {
         },
     )
     .unwrap();
-    assert!(filled.copied);
+    assert!(filled.copied());
     assert_eq!(
         filled.view.to_vec::<f32>().unwrap(),
         vec![1.0, -1.0, 3.0, -1.0]
@@ -122,7 +122,7 @@ fn nulls_in_a_sliced_array_follow_the_slice() {
     assert_eq!(filled.view.to_vec::<i32>().unwrap(), vec![0, 3, 4]);
     let no_nulls = array.slice(2, 2);
     let view = array_to_tensor(&no_nulls.to_data(), "x", ImportOptions::default()).unwrap();
-    assert!(!view.copied, "a slice without nulls needs no fill");
+    assert!(!view.copied(), "a slice without nulls needs no fill");
 }
 
 #[test]
@@ -191,7 +191,7 @@ fn booleans_are_copied_only_when_allowed() {
         },
     )
     .unwrap();
-    assert!(t.copied);
+    assert!(t.copied());
     assert_eq!(t.view.dtype(), DType::BOOL);
     let back = tensor_to_array(&t.view, "flags", true).unwrap();
     assert!(back.copied);

@@ -55,14 +55,14 @@ impl WriteGuard {
         let mut columns = Vec::new();
         for name in tensors
             .iter()
-            .filter(|t| !t.copied)
+            .filter(|t| !t.copied())
             .flat_map(|t| t.columns.iter())
         {
             if !seen.insert(name.as_str()) {
                 continue;
             }
-            let (view, copied) = table.column(name, ColumnOptions::default())?;
-            if !copied {
+            let (view, copy) = table.column(name, ColumnOptions::default())?;
+            if copy.is_none() {
                 columns.push((name.clone(), view));
             }
         }

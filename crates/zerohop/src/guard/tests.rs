@@ -191,7 +191,7 @@ fn copied_tensors_are_not_the_tables_memory_and_are_not_guarded() {
     let err = table.map(&map, MapOptions::default(), None).unwrap_err();
     assert!(err.to_string().contains("not evenly spaced"), "{err}");
     let tensors = table.map(&map, options, None).unwrap();
-    assert!(tensors[0].copied && !tensors[1].copied);
+    assert!(tensors[0].copied() && !tensors[1].copied());
     let guard = WriteGuard::over_mapped(&table, &tensors, Stream::HOST).unwrap();
     assert_eq!(guard.columns().collect::<Vec<_>>(), ["position"]);
 }

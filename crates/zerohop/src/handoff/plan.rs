@@ -77,10 +77,19 @@ pub enum CopyReason {
     JaxNarrows { dtype: String, to: String },
     /// CPU memory JAX takes in place only at 64-byte alignment.
     JaxMisaligned { address: usize },
+    /// A padded or broadcast tensor for JAX, which takes compact tensors only.
+    JaxNotCompact { strides: Vec<i64> },
     /// The consumer copied for a reason it did not give (seen after the fact).
     ConsumerCopied { consumer: String },
-    /// Data zerohop cannot lay out for the consumer as it is (bit-packed booleans, nulls).
-    Materialized { detail: String },
+    /// A group's columns are not evenly spaced in one buffer: no strides describe them, so
+    /// they were gathered into one tensor (`allow_copy`).
+    Gathered { columns: Vec<String> },
+    /// A table scalar repeated for every row (`materialize`).
+    TableScalars,
+    /// Arrow nulls replaced by the caller's fill value.
+    NullsFilled { nulls: usize },
+    /// Arrow booleans, packed into bits, unpacked to a byte each.
+    BitsUnpacked,
 }
 
 impl fmt::Display for CopyReason {
@@ -106,10 +115,28 @@ impl fmt::Display for CopyReason {
                  only 64-byte-aligned memory in place",
                 address % 64
             ),
+            CopyReason::JaxNotCompact { strides } => write!(
+                f,
+                "it has strides {strides:?} (padded or broadcast), and JAX accepts only compact \
+                 tensors"
+            ),
             CopyReason::ConsumerCopied { consumer } => {
                 write!(f, "{consumer} copied it for a reason of its own")
             }
-            CopyReason::Materialized { detail } => f.write_str(detail),
+            CopyReason::Gathered { columns } => write!(
+                f,
+                "its columns {columns:?} are not evenly spaced in one buffer, so no strides \
+                 describe them; they were gathered into one tensor"
+            ),
+            CopyReason::TableScalars => {
+                f.write_str("its table scalars were repeated for every row (materialize)")
+            }
+            CopyReason::NullsFilled { nulls } => {
+                write!(f, "its {nulls} nulls were replaced by the fill value")
+            }
+            CopyReason::BitsUnpacked => {
+                f.write_str("Arrow packs booleans into bits; they were unpacked to a byte each")
+            }
         }
     }
 }
@@ -128,6 +155,11 @@ impl CopyReason {
             }
             CopyReason::JaxNarrows { .. } => {
                 "enable jax_enable_x64; a 32-bit column; or copy=True (a reported copy)"
+            }
+            CopyReason::JaxNotCompact { .. } => {
+                "copy=True (a reported copy); materialize=[the group] for table scalars; or a \
+                 table built with alignment equal to the element size, whose columns pack \
+                 tightly"
             }
             CopyReason::JaxMisaligned { .. } => {
                 "copy=True (a reported copy); a table with alignment >= 64; or, with alignment \
@@ -164,6 +196,9 @@ pub fn plan(name: &str, view: &TensorView, consumer: Consumer, allow: Allowance)
             strides: view.strides().to_vec(),
         }),
         Consumer::TensorFlow => None,
+        Consumer::Jax { .. } if !view.is_dense() => Some(CopyReason::JaxNotCompact {
+            strides: view.strides().to_vec(),
+        }),
         Consumer::Jax { x64 } if view.numel() > 0 => jax_would_copy(view, x64),
         Consumer::Jax { .. } | Consumer::Immutable => None,
     };

@@ -162,12 +162,16 @@ impl Table {
 
     /// Column `name` as a tensor, and whether it had to be copied (only Arrow columns with
     /// nulls filled, or booleans, are).
-    pub fn column(&self, name: &str, options: ColumnOptions) -> Result<(TensorView, bool)> {
+    pub fn column(
+        &self,
+        name: &str,
+        options: ColumnOptions,
+    ) -> Result<(TensorView, Option<crate::handoff::CopyReason>)> {
         #[cfg(not(feature = "arrow"))]
         let _ = options;
         match self {
-            Table::Soa(t) => Ok((t.column_view(name)?, false)),
-            Table::Columns(c) => Ok((c.column(name)?, false)),
+            Table::Soa(t) => Ok((t.column_view(name)?, None)),
+            Table::Columns(c) => Ok((c.column(name)?, None)),
             #[cfg(feature = "arrow")]
             Table::Arrow(b) => {
                 let array = b.column_by_name(name).ok_or_else(|| Error::NoSuchColumn {
@@ -182,7 +186,7 @@ impl Table {
                         fill: options.fill,
                     },
                 )?;
-                Ok((imported.view, imported.copied))
+                Ok((imported.view, imported.copy))
             }
         }
     }

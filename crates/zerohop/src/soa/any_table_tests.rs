@@ -2,6 +2,7 @@
 
 use super::*;
 use crate::error::Error;
+use crate::handoff::CopyReason;
 use crate::memory::Stream;
 use crate::{DType, Device, TensorView};
 
@@ -41,7 +42,7 @@ fn every_kind_answers_as_the_table_it_holds() {
         assert_eq!(table.device(), Device::CPU, "{kind}");
         assert!(!table.is_readonly(), "{kind}");
         let (p, copied) = table.column("p", ColumnOptions::default()).unwrap();
-        assert!(!copied, "{kind}");
+        assert!(copied.is_none(), "{kind}");
         let direct = match &table {
             Table::Soa(t) => t.column_view("p").unwrap(),
             Table::Columns(c) => c.column("p").unwrap(),
@@ -149,7 +150,7 @@ fn an_arrow_batch_is_shared_and_its_nulls_filled_only_when_asked() {
         ("arrow", 4, true)
     );
     let (d, copied) = table.column("d", ColumnOptions::default()).unwrap();
-    assert_eq!((d.data_ptr() as usize, copied), (dense_at, false));
+    assert_eq!((d.data_ptr() as usize, copied), (dense_at, None));
     assert!(
         table.column("v", ColumnOptions::default()).is_err(),
         "nulls need a fill"
@@ -163,7 +164,7 @@ fn an_arrow_batch_is_shared_and_its_nulls_filled_only_when_asked() {
             },
         )
         .unwrap();
-    assert!(copied);
+    assert_eq!(copied, Some(CopyReason::NullsFilled { nulls: 1 }));
     assert_eq!(v.to_vec::<f32>().unwrap(), [1.0, 0.0, 3.0, 4.0]);
     let rows = table.slice_rows(1, 3).unwrap();
     assert_eq!(rows.len(), 2);

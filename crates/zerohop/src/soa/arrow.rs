@@ -26,6 +26,7 @@ use crate::arrow::{
 use crate::buffer::Owner;
 use crate::dtype::DType;
 use crate::error::{Error, Result};
+use crate::handoff::CopyReason;
 use crate::tensor::TensorView;
 
 const SCALAR_PREFIX: &str = "zerohop.scalar.";
@@ -248,7 +249,7 @@ impl TensorMap {
                         array_to_tensor(&array.to_data(), &format!("column {c:?}"), import)
                     })
                     .collect::<Result<Vec<_>>>()?;
-                let copied = views.iter().any(|v| v.copied);
+                let copy = views.iter().find_map(|v| v.copy.clone());
                 let views: Vec<TensorView> = views.into_iter().map(|v| v.view).collect();
                 let one_allocation =
                     allocations[0].is_some() && allocations.iter().all(|a| *a == allocations[0]);
@@ -262,7 +263,11 @@ impl TensorMap {
                     } else {
                         view
                     },
-                    copied: copied || grouped_copy,
+                    copy: copy.or_else(|| {
+                        grouped_copy.then(|| CopyReason::Gathered {
+                            columns: g.columns.to_vec(),
+                        })
+                    }),
                 })
             })
             .collect()

@@ -135,7 +135,7 @@ fn tensor_maps_over_a_batch_share_its_memory() {
         .apply_arrow(&batch, MapOptions::default(), ImportOptions::default())
         .unwrap();
     // x and y sit at equal distances in the table's buffer, so one strided view joins them.
-    assert!(!out[0].copied);
+    assert!(!out[0].copied());
     assert_eq!(out[0].view.shape(), &[4, 2]);
     assert_eq!(
         out[0].view.data_ptr(),
@@ -153,7 +153,7 @@ fn tensor_maps_over_a_batch_share_its_memory() {
         vec![1.0, 5.0, 2.0, 6.0, 3.0, 7.0, 4.0, 8.0]
     );
     assert_eq!(out[1].view.shape(), &[4, 3]);
-    assert!(!out[1].copied);
+    assert!(!out[1].copied());
 }
 
 #[test]
@@ -183,12 +183,12 @@ fn columns_in_separate_buffers_are_joined_only_by_a_reported_copy() {
             ImportOptions::default(),
         )
         .unwrap();
-    assert!(out[0].copied);
+    assert!(out[0].copied());
     assert_eq!(
         out[0].view.to_vec::<f32>().unwrap(),
         vec![1.0, 3.0, 2.0, 4.0]
     );
-    assert!(!out[1].copied);
+    assert!(!out[1].copied());
     assert_eq!(out[1].view.shape(), &[2, 1]);
     let a = batch
         .column(0)

@@ -141,7 +141,7 @@ impl ColumnTable {
                     } else {
                         view
                     },
-                    copied: false,
+                    copy: None,
                 })
             })
             .collect()

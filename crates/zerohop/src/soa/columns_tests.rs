@@ -44,7 +44,7 @@ fn adopted_columns_are_the_producers_memory() {
         (tensors[1].view.shape(), tensors[1].view.strides()),
         (&[6, 1][..], &[1, 1][..])
     );
-    assert!(tensors.iter().all(|t| t.view.is_readonly() && !t.copied));
+    assert!(tensors.iter().all(|t| t.view.is_readonly() && !t.copied()));
 }
 
 #[test]

@@ -18,6 +18,7 @@ use super::schema::ColumnKind;
 use super::table::{matrix_strides, SoaTable};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
+use crate::handoff::CopyReason;
 use crate::tensor::{for_each_offset, TensorView};
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -159,9 +160,17 @@ pub struct MappedTensor {
     pub name: Arc<str>,
     pub columns: Arc<[String]>,
     pub view: TensorView,
-    /// True when the data was copied (non-describable group with `allow_copy`, or
-    /// materialised table scalars); false for a view of the table.
-    pub copied: bool,
+    /// Why the data was copied (a group no strides describe, with `allow_copy`; table
+    /// scalars materialised; Arrow nulls filled or booleans unpacked); `None` for a view of
+    /// the table.
+    pub copy: Option<CopyReason>,
+}
+
+impl MappedTensor {
+    /// Whether this tensor is a copy rather than a view of the table.
+    pub fn copied(&self) -> bool {
+        self.copy.is_some()
+    }
 }
 
 impl TensorMap {
@@ -299,7 +308,7 @@ fn map_group(table: &SoaTable, group: &Group, options: MapOptions) -> Result<Map
             name: group.name.clone(),
             columns: group.columns.clone(),
             view,
-            copied: false,
+            copy: None,
         });
     }
     if !materialize && !options.allow_copy {
@@ -322,7 +331,13 @@ fn map_group(table: &SoaTable, group: &Group, options: MapOptions) -> Result<Map
         } else {
             view
         },
-        copied: true,
+        copy: Some(if materialize {
+            CopyReason::TableScalars
+        } else {
+            CopyReason::Gathered {
+                columns: group.columns.to_vec(),
+            }
+        }),
     })
 }
 

@@ -262,7 +262,7 @@ fn tensor_map_shapes_follow_the_cms_table_and_alias_every_element() {
     assert_eq!(by("cov").view.strides(), &[1, 16, 32]);
     assert_eq!(by("run").view.shape(), &[6, 1]);
     assert_eq!(by("run").view.strides()[0], 0, "broadcast over rows");
-    assert!(tensors.iter().all(|m| !m.copied));
+    assert!(tensors.iter().all(|m| !m.copied()));
 
     // Naive gather: every element of every tensor aliases the right column element.
     for m in &tensors {
@@ -329,7 +329,7 @@ fn non_adjacent_groups_need_even_spacing_or_a_copy() {
             },
         )
         .unwrap()[0];
-    assert!(copied.copied);
+    assert!(copied.copied());
     assert_eq!(copied.view.shape(), &[4, 3]);
     assert_eq!(
         copied.view.to_vec::<f32>().unwrap()[..6],
@@ -346,7 +346,7 @@ fn scalars_broadcast_or_materialise() {
         .build()
         .unwrap();
     let m = &map.apply(&t, MapOptions::default()).unwrap()[0];
-    assert!(m.copied);
+    assert!(m.copied());
     assert_eq!(m.view.strides(), &[1, 1]);
     assert_eq!(m.view.to_vec::<i32>().unwrap(), vec![7, 7, 7]);
 }
@@ -525,7 +525,7 @@ mod properties {
             let names: Vec<String> = (0..k).map(|j| format!("g{j}")).collect();
             let m = TensorMap::builder().tensor("g", &names).build().unwrap()
                 .apply(&t, MapOptions::default()).unwrap().remove(0);
-            prop_assert!(!m.copied);
+            prop_assert!(!m.copied());
             let comps = kind.components();
             for idx in every_index(m.view.shape()) {
                 let keep_k = k > 1 || matches!(kind, ColumnKind::Column | ColumnKind::TableScalar);
@@ -598,7 +598,7 @@ fn an_empty_table_maps_every_spec_form_like_an_empty_slice() {
                 &[0, 1]
             ]
         );
-        assert!(tensors.iter().all(|m| !m.copied && m.view.numel() == 0));
+        assert!(tensors.iter().all(|m| !m.copied() && m.view.numel() == 0));
     }
     // Materialised scalars of an empty table are an empty copy, not an error.
     let m = TensorMap::builder()

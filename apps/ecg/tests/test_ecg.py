@@ -11,6 +11,7 @@ import pytest
 
 import zerohop
 import zerohop_ecg as ecg
+from zerohop_ecg.errors import MissingCellError
 from conftest import address, requires_torch, torch
 from zerohop_ecg.__main__ import main
 
@@ -24,11 +25,17 @@ def test_read_csv_parses_into_table_columns(tmp_path):
     only = ecg.read_csv(path, columns=["mv"])
     assert only.columns == ["mv"]
     path.write_text("mv\n1\nx\n")
-    with pytest.raises(ValueError, match=r"line 3, column 1 \(mv\): \"x\" is not a number"):
+    with pytest.raises(ValueError, match=r"line 3, column 1 \(mv\): \"x\" is not a number") as bad:
+        ecg.read_csv(path)
+    assert not isinstance(bad.value, MissingCellError), "text is malformed, not missing"
+    path.write_text("mv\n1\nnan\n")
+    with pytest.raises(MissingCellError, match="not finite"):
         ecg.read_csv(path)
     path.write_text("a;b\n1;\n2;3\n")
-    with pytest.raises(ValueError, match=r"line 2, column 2 \(b\): empty field"):
+    # A typed problem: the app tells a missing cell by its class, not by its message.
+    with pytest.raises(MissingCellError, match=r"line 2, column 2 \(b\): empty field") as gap:
         ecg.read_csv(path, header=True, delimiter=";")
+    assert isinstance(gap.value, ValueError)
     filled = ecg.read_csv(path, header=True, delimiter=";", empty="nan")
     assert np.isnan(np.from_dlpack(filled["b"])[0])
     assert np.from_dlpack(ecg.read_csv(path, delimiter=";", empty=-1)["b"]).tolist() == [-1, 3]

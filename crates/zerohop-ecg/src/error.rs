@@ -17,12 +17,24 @@ pub enum EcgError {
         line: usize,
         column: usize,
         name: String,
+        /// What kind of problem, for callers that act on it (the app offers `--fill` for a
+        /// missing cell) without reading the message.
+        problem: ParseProblem,
         reason: String,
     },
     #[error("invalid {what}: {reason}")]
     Invalid { what: String, reason: String },
     #[error(transparent)]
     Zerohop(#[from] zerohop::Error),
+}
+
+/// The kind of a parse error.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ParseProblem {
+    /// A cell with no number: empty, or NaN/infinite where the options refuse those.
+    MissingCell,
+    /// Anything else that does not parse: a wrong field count, text, a bad header field.
+    Malformed,
 }
 
 pub(crate) fn invalid(what: &str, reason: impl Into<String>) -> EcgError {

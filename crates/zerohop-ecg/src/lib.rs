@@ -22,5 +22,5 @@ pub mod wfdb;
 
 pub use adaptive::segment_with;
 pub use detect::{DetectParams, Method};
-pub use error::{EcgError, Result};
+pub use error::{EcgError, ParseProblem, Result};
 pub use segment::{Params, Segmentation};

@@ -10,7 +10,7 @@ use pyo3::exceptions::{
     PyValueError,
 };
 use pyo3::prelude::*;
-use zerohop_ecg::EcgError;
+use zerohop_ecg::{EcgError, ParseProblem};
 
 mod csv;
 mod handoff;
@@ -18,11 +18,24 @@ mod segment;
 mod vae;
 mod wfdb;
 
+pyo3::create_exception!(
+    zerohop_ecg._native,
+    MissingCellError,
+    PyValueError,
+    "A cell holds no number (empty, or NaN where NaN is refused): the app offers --fill."
+);
+
 /// The ECG crate's errors in Python: a missing file is FileNotFoundError (what `open`
-/// raises), other I/O errors OSError, zerohop's errors as [`zerohop_error`], everything else
-/// ValueError; the message is the crate's, naming the file, line, column or parameter.
+/// raises), other I/O errors OSError, a missing cell MissingCellError (a ValueError: the
+/// crate's typed problem, so nobody reads the message to tell), zerohop's errors as
+/// [`zerohop_error`], everything else ValueError; the message is the crate's, naming the
+/// file, line, column or parameter.
 pub(crate) fn to_py(err: EcgError) -> PyErr {
     match err {
+        EcgError::Parse {
+            problem: ParseProblem::MissingCell,
+            ..
+        } => MissingCellError::new_err(err.to_string()),
         EcgError::Io { ref source, .. } if source.kind() == ErrorKind::NotFound => {
             PyFileNotFoundError::new_err(err.to_string())
         }
@@ -92,6 +105,7 @@ fn allocate_through(malloc: usize, free: usize, device: &str, follow: bool) -> P
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(allocate_through, m)?)?;
+    m.add("MissingCellError", m.py().get_type::<MissingCellError>())?;
     csv::register(m)?;
     segment::register(m)?;
     vae::register(m)?;

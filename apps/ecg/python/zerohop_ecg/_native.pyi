@@ -93,6 +93,9 @@ def read_wfdb(
 ) -> tuple[_TableParts, WfdbInfo]: ...
 def read_annotations(path: _Path) -> Annotations: ...
 @final
+class MissingCellError(ValueError):
+    """A cell holds no number (empty, or NaN where NaN is refused)."""
+
 class VaeCpu:
     def __new__(
         cls, width: int, *, latent: int = 2, align: int = 16, threads: int = 1

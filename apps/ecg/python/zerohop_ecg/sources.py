@@ -22,7 +22,7 @@ import zerohop
 
 from . import RECORD_100, csv_header, kernels, read_annotations, read_csv, read_wfdb, synthesize
 from .config import Config
-from .errors import EcgInputError
+from .errors import EcgInputError, MissingCellError
 from .text import plain_text
 
 if TYPE_CHECKING:
@@ -270,12 +270,9 @@ def _read_csv_table(path: Path, delimiter: str, fill: str, on_gpu: bool, where: 
                 say(f"CSV parsed on the host and copied to the GPU: {report['fallback']}")
             return table
         return read_csv(path, delimiter=delimiter, **options)
-    except ValueError as error:
-        text = str(error)
-        if fill == "error" and ("empty" in text or "nan" in text.lower()):
-            raise EcgInputError(f"{where}: {text}; pass --fill interpolate (or --fill zero) "
-                                f"to fill missing cells, which the report then lists") from None
-        raise
+    except MissingCellError as error:
+        raise EcgInputError(f"{where}: {error}; pass --fill interpolate (or --fill zero) "
+                            f"to fill missing cells, which the report then lists") from None
 
 
 def _fill_missing(values: NDArray[Any], column: str, fill: str,

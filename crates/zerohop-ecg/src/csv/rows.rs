@@ -11,7 +11,7 @@ use super::decimal::{parse_decimal_comma, parse_plain_decimal, POW10};
 use super::header::{show, CsvHeader};
 use super::time::{is_clock_unit, parse_clock};
 use super::{CsvOptions, EmptyField, NanPolicy};
-use crate::error::{invalid, EcgError, Result};
+use crate::error::{invalid, EcgError, ParseProblem, Result};
 
 /// Splits `data[start..]` into about `parts` pieces that end at line ends.
 fn chunk_bounds(data: &[u8], start: usize, parts: usize) -> Vec<(usize, usize)> {
@@ -243,11 +243,12 @@ impl LineContext<'_> {
         if is_blank(line) {
             return Ok(());
         }
-        let error = |column: usize, reason: String| EcgError::Parse {
+        let error = |column: usize, (problem, reason): (ParseProblem, String)| EcgError::Parse {
             path: self.path.to_owned(),
             line: line_number,
             column: column + 1,
             name: self.names.get(column).cloned().unwrap_or_default(),
+            problem,
             reason,
         };
         let mut count = 0;
@@ -273,7 +274,8 @@ impl LineContext<'_> {
                     show(self.delimiter)
                 ));
             }
-            return Err(error(count.min(self.width.saturating_sub(1)), reason));
+            let column = count.min(self.width.saturating_sub(1));
+            return Err(error(column, (ParseProblem::Malformed, reason)));
         }
         *row += 1;
         Ok(())
@@ -282,7 +284,12 @@ impl LineContext<'_> {
     /// A field that is not a plain decimal: empty, quoted, an exponent or special value, a
     /// decimal comma, a clock time, or an error (the reason, for the caller to place).
     #[cold]
-    fn other_value(&self, raw: &[u8], field: usize) -> std::result::Result<f32, String> {
+    fn other_value(
+        &self,
+        raw: &[u8],
+        field: usize,
+    ) -> std::result::Result<f32, (ParseProblem, String)> {
+        let malformed = |reason: String| (ParseProblem::Malformed, reason);
         // Some exports quote every field: `"1.5"` and `'1.5'` are numbers.
         let raw = match raw {
             [q @ (b'"' | b'\''), inner @ .., last] if q == last && *q != self.delimiter => {
@@ -292,7 +299,7 @@ impl LineContext<'_> {
         };
         if raw.is_empty() {
             return match self.options.empty {
-                EmptyField::Error => Err("empty field".into()),
+                EmptyField::Error => Err((ParseProblem::MissingCell, "empty field".into())),
                 EmptyField::Nan => Ok(f32::NAN),
                 EmptyField::Value(v) => Ok(v),
             };
@@ -300,7 +307,7 @@ impl LineContext<'_> {
         if let Some(v) = parse_plain_decimal(raw) {
             return Ok(v);
         }
-        let text = std::str::from_utf8(raw).map_err(|_| "not UTF-8".to_string())?;
+        let text = std::str::from_utf8(raw).map_err(|_| malformed("not UTF-8".to_string()))?;
         let value = match text.parse::<f32>() {
             Ok(v) => v,
             Err(_) => {
@@ -313,16 +320,16 @@ impl LineContext<'_> {
                     .flatten()
                     .map(|seconds| seconds as f32);
                 comma.or(time).ok_or_else(|| {
-                    if clock {
+                    malformed(if clock {
                         format!("{text:?} is not a number or a clock time (h:mm:ss.mmm)")
                     } else {
                         format!("{text:?} is not a number")
-                    }
+                    })
                 })?
             }
         };
         if !value.is_finite() && self.options.nan == NanPolicy::Reject {
-            return Err(format!("{text:?} is not finite"));
+            return Err((ParseProblem::MissingCell, format!("{text:?} is not finite")));
         }
         Ok(value)
     }

@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use crate::error::{EcgError, Result};
+use crate::error::{EcgError, ParseProblem, Result};
 
 /// The sampling frequency WFDB assumes when the record line gives none.
 pub const DEFAULT_RATE: f64 = 250.0;
@@ -126,6 +126,7 @@ impl Place<'_> {
             line: self.line,
             column,
             name: name.into(),
+            problem: ParseProblem::Malformed,
             reason: reason.into(),
         }
     }
@@ -210,6 +211,7 @@ pub fn parse_header(text: &str, path: &Path) -> Result<Header> {
             line: 1,
             column: 1,
             name: "record line".into(),
+            problem: ParseProblem::Malformed,
             reason: "the header has no record line".into(),
         });
     };
@@ -219,6 +221,7 @@ pub fn parse_header(text: &str, path: &Path) -> Result<Header> {
             line: text.lines().count().max(1),
             column: 1,
             name: "signal line".into(),
+            problem: ParseProblem::Malformed,
             reason: format!(
                 "the record line announces {expected} signal(s), the header has {}",
                 header.signals.len()

@@ -311,3 +311,25 @@ def test_the_docs_page_lists_every_case():
     listed = set(re.findall(r"^\| `([a-z0-9-]+)` \|", text, flags=re.M))
     missing = all_case_ids() - listed
     assert not missing, f"docs/hostile-inputs.md lacks {sorted(missing)}"
+
+
+@pytest.mark.parametrize("call, error, says", [
+    (lambda: zerohop.Table([("x", "float32")], -1), ValueError, "rows must be an int from 0"),
+    (lambda: zerohop.Table([("x", "float32")], 2**70), ValueError, "rows must be an int from 0"),
+    (lambda: zerohop.Table([("x", "float32")], "4"), TypeError, "rows must be an int, got str"),
+    (lambda: zerohop.Table([("x", "float32")], 4).column(3), TypeError, "name must be a column"),
+    (lambda: zerohop.Table([("x", "float32")], 4).to(3), TypeError, "device must be a device"),
+    (lambda: zerohop.zeros((2,)).to_framework(3), TypeError, "framework must be 'torch'"),
+    (lambda: zerohop.zeros((2,)).set_stream(-1), ValueError, "stream must be an int from 0"),
+    (lambda: zerohop.zeros((2,), device=1), TypeError, "device must be a device"),
+])
+def test_argument_errors_name_the_argument_and_what_it_takes(call, error, says):
+    with pytest.raises(error, match=says):
+        call()
+
+
+def test_zeros_takes_the_dtypes_a_table_takes():
+    np = pytest.importorskip("numpy")
+    assert zerohop.zeros((2,), np.float64).dtype == "float64"
+    assert zerohop.zeros((2,), np.dtype("int16")).dtype == "int16"
+    assert zerohop.zeros((3,)).dtype == "float32"

@@ -138,3 +138,70 @@ pub fn type_name(obj: &Bound<'_, PyAny>) -> String {
         .map(|n| n.to_string())
         .unwrap_or_default()
 }
+
+/// An int argument `name` that must fit `usize` (a count, a size, a stream handle): a
+/// TypeError naming it for anything but an int, a ValueError naming it and the value for a
+/// negative or too large one. PyO3's own extraction says neither.
+pub fn count(obj: &Bound<'_, PyAny>, name: &str) -> PyResult<usize> {
+    if !obj.is_instance_of::<pyo3::types::PyInt>() {
+        return Err(PyTypeError::new_err(format!(
+            "{name} must be an int, got {}",
+            type_name(obj)
+        )));
+    }
+    obj.extract::<usize>().map_err(|_| {
+        PyValueError::new_err(format!(
+            "{name} must be an int from 0 to {}, got {obj}",
+            usize::MAX
+        ))
+    })
+}
+
+/// A str argument `name`: a TypeError naming it and what it `accepts` for anything else.
+pub fn text(obj: &Bound<'_, PyAny>, name: &str, accepts: &str) -> PyResult<String> {
+    match obj.cast::<PyString>() {
+        Ok(s) => Ok(s.to_string()),
+        Err(_) => Err(PyTypeError::new_err(format!(
+            "{name} must be {accepts}, got {}",
+            type_name(obj)
+        ))),
+    }
+}
+
+/// `rows`: a row count.
+pub fn rows(obj: &Bound<'_, PyAny>) -> PyResult<usize> {
+    count(obj, "rows")
+}
+
+/// `alignment`: bytes, a power of two (checked by the core).
+pub fn alignment(obj: &Bound<'_, PyAny>) -> PyResult<usize> {
+    count(obj, "alignment")
+}
+
+/// `stream`: a CUDA stream handle (1 legacy, 2 per-thread, or a `cudaStream_t`).
+pub fn stream_handle(obj: &Bound<'_, PyAny>) -> PyResult<usize> {
+    count(obj, "stream")
+}
+
+/// `name`: a column's name.
+pub fn column_name(obj: &Bound<'_, PyAny>) -> PyResult<String> {
+    text(obj, "name", "a column name (str)")
+}
+
+/// `framework`: the consumer's name.
+pub fn framework(obj: &Bound<'_, PyAny>) -> PyResult<String> {
+    text(
+        obj,
+        "framework",
+        "'torch', 'jax', 'numpy', 'tensorflow' or 'zerohop'",
+    )
+}
+
+/// `device`: where memory lives.
+pub fn device(obj: &Bound<'_, PyAny>) -> PyResult<String> {
+    text(
+        obj,
+        "device",
+        "a device name such as 'cpu', 'cuda:0' or 'cuda_host'",
+    )
+}

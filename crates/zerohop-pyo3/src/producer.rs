@@ -3,6 +3,7 @@
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
+use zerohop::handoff::CudaStream;
 use zerohop::DeviceKind;
 
 /// True for devices whose producers expect a stream argument.
@@ -15,19 +16,25 @@ pub fn device_takes_stream(kind: i32) -> bool {
 
 /// `obj.__dlpack__(...)`: a versioned (1.x) capsule first; producers that refuse
 /// `max_version` (pyarrow raises TypeError, others raise other errors) are asked again for a
-/// legacy capsule. Device producers are asked to order their data before `consumer_stream`
-/// (DLPack's numbering), or before the legacy default stream when the consumer has no stream
-/// of its own (None): the producer orders its work, as DLPack has it. Fails with the
-/// producer's own exception type, both answers in its message.
+/// legacy capsule. Device producers are asked to order their data before `consumer_stream`,
+/// or before the legacy default stream when the consumer has no stream of its own (None):
+/// the producer orders its work, as DLPack has it. Fails with the producer's own exception
+/// type, both answers in its message; an object that is no DLPack producer is a TypeError
+/// saying what is accepted.
 pub fn request_capsule<'py>(
     py: Python<'py>,
     obj: &Bound<'py, PyAny>,
-    consumer_stream: Option<usize>,
+    consumer_stream: Option<CudaStream>,
 ) -> PyResult<Bound<'py, PyAny>> {
-    let stream = consumer_stream.unwrap_or(1);
-    let (kind, _id): (i32, i32) = obj
-        .call_method0(intern!(py, "__dlpack_device__"))?
-        .extract()?;
+    let stream = consumer_stream.unwrap_or(CudaStream::LEGACY).handle();
+    let device = obj.getattr(intern!(py, "__dlpack_device__")).map_err(|_| {
+        pyo3::exceptions::PyTypeError::new_err(format!(
+            "expected a DLPack producer (an object with __dlpack__ and __dlpack_device__, \
+                 such as a NumPy array or a torch tensor) or a DLPack capsule, got {}",
+            crate::args::type_name(obj)
+        ))
+    })?;
+    let (kind, _id): (i32, i32) = device.call0()?.extract()?;
     let kwargs = PyDict::new(py);
     kwargs.set_item(intern!(py, "max_version"), (1, 3))?;
     if device_takes_stream(kind) {

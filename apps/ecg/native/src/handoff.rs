@@ -69,7 +69,7 @@ pub(crate) fn table_parts<'py>(py: Python<'py>, table: &SoaTable) -> PyResult<Bo
 pub(crate) fn view_of(
     py: Python<'_>,
     obj: &Bound<'_, PyAny>,
-    stream: Option<usize>,
+    stream: Option<zerohop::handoff::CudaStream>,
 ) -> PyResult<TensorView> {
     let requested;
     let capsule = if obj.is_instance_of::<PyCapsule>() {

@@ -22,7 +22,7 @@ use crate::{to_py, zerohop_error};
 fn signal_view(
     py: Python<'_>,
     signal: &Bound<'_, PyAny>,
-    stream: Option<usize>,
+    stream: Option<zerohop::handoff::CudaStream>,
 ) -> PyResult<TensorView> {
     if let Ok(view) = view_of(py, signal, stream) {
         if view.dtype() == DType::F32 && view.ndim() == 1 {
@@ -87,7 +87,7 @@ fn segment<'py>(
             let stream = stream.map_or(Ok(zerohop::Stream::LEGACY), zerohop::Stream::cuda);
             let stream = stream.map_err(zerohop_error)?;
             // A device signal's producer orders its work before the kernels' stream.
-            let view = signal_view(py, signal, Some(stream.raw()))?;
+            let view = signal_view(py, signal, stream.cuda_stream())?;
             let seg = py
                 .detach(|| zerohop_ecg::gpu::segment_cuda_with(&view, &p, method, place.id, stream))
                 .map_err(to_py)?;

@@ -11,7 +11,7 @@ use crate::base::errors::{warn_copy, IntoPyResult};
 use crate::protocols::dlpack_import::from_dlpack;
 use crate::tables::storage::{self, kind_name, Storage};
 use crate::tables::table::{map_builder, parse_schema, resource_for, to_framework, PyTable};
-use zerohop_pyo3::args::{extract_optional, named_items, MAX_NAMES};
+use zerohop_pyo3::args::{self, extract_optional, named_items, MAX_NAMES};
 
 /// One table per chunk of an Arrow import, each over its own chunk's buffers.
 fn chunk_tables<'py>(
@@ -57,8 +57,8 @@ impl PyTable {
     #[pyo3(signature = (schema, rows, *, alignment=SOA_DEFAULT_ALIGNMENT, readonly=false, device="cpu"))]
     fn new(
         schema: &Bound<'_, PyAny>,
-        rows: usize,
-        alignment: usize,
+        #[pyo3(from_py_with = args::rows)] rows: usize,
+        #[pyo3(from_py_with = args::alignment)] alignment: usize,
         readonly: bool,
         device: &str,
     ) -> PyResult<Self> {
@@ -79,7 +79,7 @@ impl PyTable {
     fn from_columns(
         py: Python<'_>,
         columns: &Bound<'_, PyAny>,
-        alignment: usize,
+        #[pyo3(from_py_with = args::alignment)] alignment: usize,
     ) -> PyResult<Self> {
         let mut views: Vec<(String, TensorView)> = Vec::new();
         for (name, array) in named_items(columns)? {
@@ -102,8 +102,8 @@ impl PyTable {
         py: Python<'_>,
         buffer: &Bound<'_, PyAny>,
         schema: &Bound<'_, PyAny>,
-        rows: usize,
-        alignment: usize,
+        #[pyo3(from_py_with = args::rows)] rows: usize,
+        #[pyo3(from_py_with = args::alignment)] alignment: usize,
     ) -> PyResult<Self> {
         let schema = parse_schema(schema)?;
         let memory = from_dlpack(py, buffer, None, None)?;
@@ -197,7 +197,7 @@ impl PyTable {
     fn column<'py>(
         &self,
         py: Python<'py>,
-        name: &str,
+        #[pyo3(from_py_with = args::column_name)] name: String,
         framework: Option<&str>,
         fill: Option<f64>,
         copy: bool,
@@ -207,13 +207,13 @@ impl PyTable {
             allow_copy: copy,
             fill,
         };
-        let (view, copied) = self.storage.column(name, options).py()?;
+        let (view, copied) = self.storage.column(&name, options).py()?;
         if let Some(reason) = &copied {
             warn_copy(py, &format!("column {name:?} was copied: {reason}"))?;
         }
         to_framework(
             py,
-            name,
+            &name,
             view,
             copied.is_some(),
             framework,
@@ -224,7 +224,7 @@ impl PyTable {
     }
 
     fn __getitem__<'py>(&self, py: Python<'py>, name: &str) -> PyResult<Bound<'py, PyAny>> {
-        self.column(py, name, None, None, false, false)
+        self.column(py, name.to_owned(), None, None, false, false)
     }
 
     /// Rows `start..stop` as a table sharing this one's memory.
@@ -382,9 +382,14 @@ impl PyTable {
     /// wait for the copy; a copy to the host is complete when this returns. From pinned host
     /// memory (a table made with device="cuda_host") the copy runs alongside the host.
     #[pyo3(signature = (device, *, stream=None))]
-    fn to(&self, py: Python<'_>, device: &str, stream: Option<usize>) -> PyResult<PyTable> {
+    fn to(
+        &self,
+        py: Python<'_>,
+        #[pyo3(from_py_with = args::device)] device: String,
+        stream: Option<usize>,
+    ) -> PyResult<PyTable> {
         let table = self.storage.soa_to_move().py()?;
-        let resource = resource_for(device)?;
+        let resource = resource_for(&device)?;
         let stream = stream.map_or(Ok(Stream::LEGACY), Stream::cuda).py()?;
         let (table, produced_on) = (table.clone(), self.stream);
         let copied = py

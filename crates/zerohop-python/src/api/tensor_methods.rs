@@ -12,7 +12,7 @@ use zerohop::DeviceKind;
 
 use crate::base::errors::IntoPyResult;
 use crate::base::tensor::{typestr, PyTensor};
-use zerohop_pyo3::capsule;
+use zerohop_pyo3::{args, capsule};
 /// Reads an optional `(int, int)` argument. Hand-rolled because this sits on the hot path of
 /// every `__dlpack__` call and generic tuple extraction costs more than the export itself.
 fn int_pair(value: Option<&Bound<'_, PyAny>>, name: &str) -> PyResult<Option<(i64, i64)>> {
@@ -184,7 +184,10 @@ impl PyTensor {
 
     /// Declares that work queued on `stream` writes this CUDA data: consumers on other
     /// streams will wait for it.
-    fn set_stream(&self, stream: usize) -> PyResult<()> {
+    fn set_stream(
+        &self,
+        #[pyo3(from_py_with = args::stream_handle)] stream: usize,
+    ) -> PyResult<()> {
         if self.view.device().kind != DeviceKind::Cuda {
             return Err(PyValueError::new_err(
                 "only CUDA data has a producing stream",
@@ -281,8 +284,13 @@ impl PyTensor {
     /// tensor's stream. A device copy carries that stream; a host copy is complete when this
     /// returns. The result reports `is_copied`.
     #[pyo3(signature = (device, *, stream=None))]
-    fn to(&self, py: Python<'_>, device: &str, stream: Option<usize>) -> PyResult<PyTensor> {
-        let resource = crate::tables::table::resource_for(device)?;
+    fn to(
+        &self,
+        py: Python<'_>,
+        #[pyo3(from_py_with = args::device)] device: String,
+        stream: Option<usize>,
+    ) -> PyResult<PyTensor> {
+        let resource = crate::tables::table::resource_for(&device)?;
         let stream = stream.map_or(Ok(Stream::LEGACY), Stream::cuda).py()?;
         let (view, produced_on) = (self.view.clone(), self.stream());
         let copied = py
@@ -302,7 +310,7 @@ impl PyTensor {
     fn to_framework<'py>(
         &self,
         py: Python<'py>,
-        framework: &str,
+        #[pyo3(from_py_with = args::framework)] framework: String,
         copy: bool,
         share_readonly: bool,
     ) -> PyResult<Bound<'py, PyAny>> {
@@ -311,7 +319,7 @@ impl PyTensor {
             "tensor",
             self.view.clone(),
             self.is_copied,
-            Some(framework),
+            Some(&framework),
             self.stream(),
             copy,
             share_readonly,

@@ -46,7 +46,7 @@ pub(crate) fn parse_schema(schema: &Bound<'_, PyAny>) -> PyResult<Schema> {
 
 /// Accepts "float32", NumPy dtypes and scalar types (`np.float32`, ml_dtypes' `bfloat16`),
 /// and torch dtypes.
-fn dtype_name(dtype: &Bound<'_, PyAny>) -> PyResult<String> {
+pub(crate) fn dtype_name(dtype: &Bound<'_, PyAny>) -> PyResult<String> {
     if let Ok(s) = dtype.cast::<PyString>() {
         return Ok(s.to_string());
     }

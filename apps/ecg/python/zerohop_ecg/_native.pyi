@@ -12,7 +12,7 @@ from numpy.typing import NDArray
 from .kernels import Annotations, CsvHeader, CsvReport, Params, WfdbInfo
 
 __all__ = [
-    "allocate_through", "VaeCpu", "adam_step", "check_memory", "csv_header", "match_beats", "params", "read_annotations",
+    "allocate_through", "MissingCellError", "VaeCpu", "adam_step", "check_memory", "csv_header", "match_beats", "params", "read_annotations",
     "read_csv", "read_wfdb", "score", "segment", "synthesize",
 ]
 
@@ -92,10 +92,10 @@ def read_wfdb(
     record: _Path, *, leads: str | Iterable[str | int] | None = None
 ) -> tuple[_TableParts, WfdbInfo]: ...
 def read_annotations(path: _Path) -> Annotations: ...
-@final
 class MissingCellError(ValueError):
     """A cell holds no number (empty, or NaN where NaN is refused)."""
 
+@final
 class VaeCpu:
     def __new__(
         cls, width: int, *, latent: int = 2, align: int = 16, threads: int = 1

@@ -118,3 +118,39 @@ def test_a_dependency_across_a_capture_is_refused_and_the_capture_survives():
     graph.replay()
     torch.cuda.synchronize()
     assert y.sum().item() == 256
+
+
+def test_the_c_exchange_api_hands_cuda_tensors_to_torch_ready_on_the_work_stream():
+    import ctypes
+    from ctypes import POINTER, c_int, c_void_p, py_object
+
+    get = ctypes.pythonapi.PyCapsule_GetPointer
+    get.restype, get.argtypes = c_void_p, [py_object, ctypes.c_char_p]
+
+    def table(cls):
+        addr = get(cls.__dlpack_c_exchange_api__, b"dlpack_exchange_api")
+        return [c_void_p.from_address(addr + 16 + 8 * i).value for i in range(5)]
+
+    ours, theirs = table(zerohop.Tensor), table(torch.Tensor)
+    from_py = ctypes.PYFUNCTYPE(c_int, py_object, POINTER(c_void_p))(ours[1])
+    to_torch = ctypes.PYFUNCTYPE(c_int, c_void_p, POINTER(c_void_p))(theirs[2])
+    stream = ctypes.CFUNCTYPE(c_int, c_int, ctypes.c_int32, POINTER(c_void_p))(ours[4])
+
+    producer = torch.cuda.Stream()
+    z = zerohop.zeros((N,), "float32", device="cuda:0")
+    with torch.cuda.stream(producer):
+        torch.cuda._sleep(SLEEP)
+        torch.from_dlpack(z).fill_(3.0)  # late: only ordering makes it visible
+    z.set_stream(producer.cuda_stream)
+    work = c_void_p()
+    assert stream(2, 0, ctypes.byref(work)) == 0 and work.value == 1
+    managed = c_void_p()
+    assert from_py(z, ctypes.byref(managed)) == 0  # ready on the legacy stream, no host wait
+    out = c_void_p()
+    assert to_torch(managed.value, ctypes.byref(out)) == 0
+    x = ctypes.cast(out.value, py_object).value
+    ctypes.pythonapi.Py_DecRef(py_object(x))
+    assert x.data_ptr() == z.data_ptr
+    with torch.cuda.stream(torch.cuda.default_stream()):
+        total = x.sum()  # torch's default stream is the legacy one: zerohop's work stream
+    assert total.item() == 3.0 * N

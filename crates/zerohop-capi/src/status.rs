@@ -90,6 +90,12 @@ impl From<zerohop::Error> for Failure {
             E::Cuda { .. } | E::CudaUnavailable { .. } => zh_status::ZH_DEVICE_ERROR,
             E::NoSuchColumn { .. } => zh_status::ZH_NOT_FOUND,
             E::InvalidArgument { .. }
+            | E::Layout { .. }
+            | E::Schema { .. }
+            | E::Spec { .. }
+            | E::Device { .. }
+            | E::Arrow { .. }
+            | E::InvalidFree { .. }
             | E::Stream { .. }
             | E::InvalidTensor(_)
             | E::DTypeMismatch { .. }
@@ -363,6 +369,48 @@ mod table_tests {
                 },
             ),
             ("WrongType", Error::WrongType(s())),
+            (
+                "Layout",
+                Error::Layout {
+                    what: s(),
+                    reason: s(),
+                },
+            ),
+            (
+                "Schema",
+                Error::Schema {
+                    what: s(),
+                    reason: s(),
+                },
+            ),
+            (
+                "Spec",
+                Error::Spec {
+                    what: s(),
+                    reason: s(),
+                },
+            ),
+            (
+                "Device",
+                Error::Device {
+                    what: s(),
+                    reason: s(),
+                },
+            ),
+            (
+                "Arrow",
+                Error::Arrow {
+                    what: s(),
+                    reason: s(),
+                },
+            ),
+            (
+                "InvalidFree",
+                Error::InvalidFree {
+                    what: s(),
+                    reason: s(),
+                },
+            ),
             ("Wire", Error::Wire(s())),
             (
                 "OutOfMemory",
@@ -414,7 +462,7 @@ mod table_tests {
         for (kind, err) in one_of_each() {
             let row = docs
                 .lines()
-                .find(|l| l.starts_with(&format!("| `{kind}` |")))
+                .find(|l| l.starts_with(&format!("| `{kind}` ")))
                 .unwrap_or_else(|| panic!("docs/handoff.md has no row for {kind}"));
             let status = format!("{:?}", Failure::from(err).status);
             let c_column = row.rsplit('|').nth(1).unwrap_or("");

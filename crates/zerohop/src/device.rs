@@ -116,7 +116,7 @@ impl Device {
         match index {
             -1 => Ok(Device::CPU),
             0.. => Ok(Device::cuda(index)),
-            _ => Err(Error::InvalidArgument {
+            _ => Err(Error::Device {
                 what: "device".into(),
                 reason: format!(
                     "{index} is neither -1 (the host) nor a CUDA device number (0, 1, …)"
@@ -152,7 +152,7 @@ impl Device {
     pub fn parse(text: &str) -> Result<Self> {
         let (name, id) = match text.split_once(':') {
             Some((name, id)) => {
-                let id = id.parse::<i32>().map_err(|_| Error::InvalidArgument {
+                let id = id.parse::<i32>().map_err(|_| Error::Device {
                     what: "device".into(),
                     reason: format!("{text:?}: device number {id:?} is not an integer"),
                 })?;
@@ -163,16 +163,16 @@ impl Device {
         let kind = (1..=18)
             .filter_map(DeviceKind::from_raw)
             .find(|k| k.name() == name)
-            .ok_or_else(|| Error::InvalidArgument {
+            .ok_or_else(|| Error::Device {
                 what: "device".into(),
                 reason: format!("{text:?} is not a device name (try cpu, cuda:0, cuda_host)"),
             })?;
         match id {
-            Some(id) if !kind.is_numbered() && id != 0 => Err(Error::InvalidArgument {
+            Some(id) if !kind.is_numbered() && id != 0 => Err(Error::Device {
                 what: "device".into(),
                 reason: format!("{name} memory has no device number other than 0"),
             }),
-            Some(id) if id < 0 => Err(Error::InvalidArgument {
+            Some(id) if id < 0 => Err(Error::Device {
                 what: "device".into(),
                 reason: format!("{text:?}: device number must not be negative"),
             }),

@@ -20,8 +20,30 @@ pub enum Error {
     InvalidTensor(String),
     #[error("DLPack major version {major}.{minor} is not supported (zerohop reads 1.x)")]
     UnsupportedVersion { major: u32, minor: u32 },
+    /// An argument that fits none of the kinds below (a dtype name, a log path, a pool's
+    /// settings, …).
     #[error("invalid {what}: {reason}")]
     InvalidArgument { what: String, reason: String },
+    /// Sizes and places in memory: a shape, strides, an alignment, a row count or range, a
+    /// buffer too small or misplaced for a layout, an axis.
+    #[error("invalid {what}: {reason}")]
+    Layout { what: String, reason: String },
+    /// What a table is made of: its columns, their names, dtypes and kinds.
+    #[error("invalid {what}: {reason}")]
+    Schema { what: String, reason: String },
+    /// A tensor map's spec: its groups, their columns and order.
+    #[error("invalid {what}: {reason}")]
+    Spec { what: String, reason: String },
+    /// A device named or found: one that does not exist, or not the one the data is on.
+    #[error("invalid {what}: {reason}")]
+    Device { what: String, reason: String },
+    /// Arrow data or schemas that contradict themselves or have no tensor form.
+    #[error("invalid {what}: {reason}")]
+    Arrow { what: String, reason: String },
+    /// A free the allocator refuses (a block it did not hand out, a second free, another
+    /// size): nothing is freed.
+    #[error("invalid {what}: {reason}")]
+    InvalidFree { what: String, reason: String },
     #[error("out of memory: could not allocate {requested} bytes on {device}: {reason}")]
     OutOfMemory {
         requested: usize,

@@ -115,7 +115,7 @@ impl SoaTable {
         let view = self.column_view(name)?;
         view.check_typed_host::<T>()?;
         if view.ndim() == 0 {
-            return Err(Error::InvalidArgument {
+            return Err(Error::Schema {
                 what: "column".into(),
                 reason: format!("{name:?} is a table scalar; use SoaTable::set_scalar"),
             });

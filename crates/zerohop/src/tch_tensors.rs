@@ -73,7 +73,7 @@ pub fn tch_device(device: Device) -> Result<tch::Device> {
     match device.kind {
         DeviceKind::Cpu | DeviceKind::CudaHost => Ok(tch::Device::Cpu),
         DeviceKind::Cuda => Ok(tch::Device::Cuda(device.id as usize)),
-        _ => Err(Error::InvalidArgument {
+        _ => Err(Error::Device {
             what: "device for tch".into(),
             reason: format!("{device} has no tch::Device (tch knows the CPU and CUDA devices)"),
         }),

@@ -202,7 +202,7 @@ impl TensorView {
             Error::InvalidTensor(format!("shape {shape:?} of {dtype} overflows a byte count"))
         })?;
         if needed > buffer.len() {
-            return Err(Error::InvalidArgument {
+            return Err(Error::Layout {
                 what: "shape".into(),
                 reason: format!(
                     "{shape:?} of {dtype} needs {needed} bytes, the buffer has {}",
@@ -236,7 +236,7 @@ impl TensorView {
     pub fn from_slice<T: Element>(values: &[T], shape: &[i64]) -> Result<Self> {
         let numel = checked_numel(shape)?;
         if numel != values.len() {
-            return Err(Error::InvalidArgument {
+            return Err(Error::Layout {
                 what: "shape".into(),
                 reason: format!("{shape:?} holds {numel} elements, {} given", values.len()),
             });
@@ -401,7 +401,7 @@ impl TensorView {
 
     fn check_axis(&self, axis: usize) -> Result<()> {
         if axis >= self.ndim() {
-            return Err(Error::InvalidArgument {
+            return Err(Error::Layout {
                 what: "axis".into(),
                 reason: format!("{axis} is out of range for a {}-d tensor", self.ndim()),
             });
@@ -414,7 +414,7 @@ impl TensorView {
         self.check_axis(axis)?;
         let extent = self.shape()[axis];
         if step < 1 || start < 0 || stop < start || stop > extent {
-            return Err(Error::InvalidArgument {
+            return Err(Error::Layout {
                 what: "slice".into(),
                 reason: format!("{start}..{stop} step {step} on axis {axis} of extent {extent}"),
             });
@@ -469,7 +469,7 @@ impl TensorView {
     pub fn unsqueeze(&self, axis: usize) -> Result<Self> {
         let ndim = self.ndim();
         if axis > ndim || ndim >= MAX_NDIM {
-            return Err(Error::InvalidArgument {
+            return Err(Error::Layout {
                 what: "axis".into(),
                 reason: format!("cannot add axis {axis} to a {ndim}-d tensor"),
             });
@@ -503,7 +503,7 @@ impl TensorView {
             });
         }
         if self.numel() > 0 && !(self.data as usize).is_multiple_of(std::mem::align_of::<T>()) {
-            return Err(Error::InvalidArgument {
+            return Err(Error::Layout {
                 what: "data pointer".into(),
                 reason: format!(
                     "{:p} is not aligned to {} bytes for {}",
@@ -587,7 +587,7 @@ impl TensorView {
             }
         }
         if self.dtype != src.dtype || self.shape() != src.shape() {
-            return Err(Error::InvalidArgument {
+            return Err(Error::Layout {
                 what: "copy source".into(),
                 reason: format!(
                     "{} {:?} does not match the destination {} {:?}",

@@ -14,7 +14,7 @@ impl TensorView {
         match device.kind {
             DeviceKind::Cpu => TensorView::zeros(dtype, shape),
             DeviceKind::Cuda => cuda_zeros(device, dtype, shape),
-            _ => Err(Error::InvalidArgument {
+            _ => Err(Error::Device {
                 what: "device".into(),
                 reason: format!("zeros on {device}: zerohop allocates on cpu and cuda:N"),
             }),
@@ -31,7 +31,7 @@ fn cuda_zeros(device: Device, dtype: DType, shape: &[i64]) -> Result<TensorView>
     let numel = crate::tensor::checked_numel(shape)?;
     let bytes = numel
         .checked_mul(dtype.itemsize())
-        .ok_or_else(|| Error::InvalidArgument {
+        .ok_or_else(|| Error::Layout {
             what: "shape".into(),
             reason: format!("{shape:?} of {dtype} holds more bytes than memory can"),
         })?;

@@ -115,9 +115,6 @@ pub fn to_py(err: Error) -> PyErr {
         Error::Cuda {
             call, code, name, ..
         } => cuda_error(message, call, code, name),
-        Error::InvalidArgument { .. } | Error::Wire(_) | Error::CudaUnavailable { .. } => {
-            PyValueError::new_err(message)
-        }
         Error::NoSuchColumn { .. } => raise(no_such_column_type, message),
         Error::Stream { .. } => raise(stream_error_type, message),
         Error::OutOfMemory { .. } => PyMemoryError::new_err(message),
@@ -132,6 +129,9 @@ pub fn to_py(err: Error) -> PyErr {
         | Error::NotContiguous(_)
         | Error::Export(_)
         | Error::HandOff { .. } => PyBufferError::new_err(message),
+        // Arguments of every other kind (InvalidArgument, Layout, Schema, Spec, Device, Arrow,
+        // InvalidFree), Wire and CudaUnavailable: docs/handoff.md has the table.
+        _ => PyValueError::new_err(message),
     }
 }
 

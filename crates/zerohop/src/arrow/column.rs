@@ -58,7 +58,7 @@ pub struct ExportedArray {
 }
 
 fn invalid(what: &str, reason: impl Into<String>) -> Error {
-    Error::InvalidArgument {
+    Error::Arrow {
         what: what.to_string(),
         reason: reason.into(),
     }

@@ -57,7 +57,7 @@ pub struct SyncEvent {
 }
 
 fn bad(what: &str, reason: impl Into<String>) -> Error {
-    Error::InvalidArgument {
+    Error::Arrow {
         what: what.to_string(),
         reason: reason.into(),
     }

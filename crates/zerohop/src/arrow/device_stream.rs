@@ -150,7 +150,7 @@ pub fn read_device_stream(
                     .into_owned()
             })
             .unwrap_or_default();
-        Error::InvalidArgument {
+        Error::Arrow {
             what: format!("Arrow device stream {what}"),
             reason: format!("the producer returned error {code}: {message}"),
         }
@@ -158,7 +158,7 @@ pub fn read_device_stream(
     let (Some(get_schema), Some(get_next), Some(_)) =
         (stream.get_schema, stream.get_next, stream.release)
     else {
-        return Err(Error::InvalidArgument {
+        return Err(Error::Arrow {
             what: "Arrow device stream".into(),
             reason: "is released or lacks callbacks".into(),
         });
@@ -182,7 +182,7 @@ pub fn read_device_stream(
         }
         arrays.push(array);
         if arrays.len() > 1 << 20 {
-            return Err(Error::InvalidArgument {
+            return Err(Error::Arrow {
                 what: "Arrow device stream".into(),
                 reason: "yields more than a million batches".into(),
             });

@@ -39,7 +39,7 @@ pub(crate) fn raw(array: &FFI_ArrowArray) -> &RawArrowArray {
 }
 
 fn bad(what: &str, reason: String) -> Error {
-    Error::InvalidArgument {
+    Error::Arrow {
         what: format!("Arrow array {what}"),
         reason,
     }

@@ -21,7 +21,7 @@ pub struct HostImport {
 }
 
 fn invalid(reason: String) -> Error {
-    Error::InvalidArgument {
+    Error::Arrow {
         what: "Arrow import".into(),
         reason,
     }

@@ -49,7 +49,7 @@ pub unsafe fn import_host_array(
     schema: &FFI_ArrowSchema,
 ) -> Result<Imported> {
     if schema.release().is_none() {
-        return Err(Error::InvalidArgument {
+        return Err(Error::Arrow {
             what: "Arrow import".into(),
             reason: "the arrow_schema was already consumed".into(),
         });
@@ -80,7 +80,7 @@ pub fn import_device_array(
 pub fn import_device_stream(stream: FFI_ArrowDeviceArrayStream, what: &str) -> Result<Imported> {
     let (schema, mut arrays) = read_device_stream(stream)?;
     if arrays.len() != 1 {
-        return Err(Error::InvalidArgument {
+        return Err(Error::Arrow {
             what: "Arrow device stream".into(),
             reason: format!(
                 "the device stream of {what} holds {} batches; zerohop imports device streams \
@@ -101,7 +101,7 @@ fn stream_error(stream: &mut FFI_ArrowArrayStream, what: &str, code: i32) -> Err
         // SAFETY: a NUL-terminated string owned by the producer until its next call.
         .map(|p| unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned())
         .unwrap_or_default();
-    Error::InvalidArgument {
+    Error::Arrow {
         what: format!("Arrow stream {what}"),
         reason: format!("the producer returned error {code}: {message}"),
     }
@@ -113,7 +113,7 @@ pub fn read_host_stream(stream: &mut FFI_ArrowArrayStream) -> Result<Imported> {
     let (Some(get_schema), Some(get_next), Some(_)) =
         (stream.get_schema(), stream.get_next(), stream.release())
     else {
-        return Err(Error::InvalidArgument {
+        return Err(Error::Arrow {
             what: "Arrow stream".into(),
             reason: "the arrow_array_stream was already consumed".into(),
         });

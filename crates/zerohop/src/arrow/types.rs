@@ -21,7 +21,7 @@ pub fn arrow_type_of(dtype: DType) -> Result<DataType> {
         DType::F32 => DataType::Float32,
         DType::F64 => DataType::Float64,
         other => {
-            return Err(Error::InvalidArgument {
+            return Err(Error::Arrow {
                 what: format!("dtype {other}"),
                 reason: "Arrow has no primitive type with this element layout (Arrow \
                          booleans are bit-packed; bfloat16, complex and float8 have no Arrow \

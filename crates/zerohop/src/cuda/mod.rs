@@ -78,18 +78,16 @@ pub fn bind(ordinal: i32) -> Result<()> {
         });
     }
     if ordinal < 0 || ordinal as usize >= count {
-        return Err(Error::InvalidArgument {
+        return Err(Error::Device {
             what: "CUDA device".into(),
             reason: format!("cuda:{ordinal} does not exist ({count} device(s) visible)"),
         });
     }
     let slots = CONTEXTS.get_or_init(|| (0..MAX_DEVICES).map(|_| OnceLock::new()).collect());
-    let slot = slots
-        .get(ordinal as usize)
-        .ok_or_else(|| Error::InvalidArgument {
-            what: "CUDA device".into(),
-            reason: format!("cuda:{ordinal} is beyond the {MAX_DEVICES} devices zerohop handles"),
-        })?;
+    let slot = slots.get(ordinal as usize).ok_or_else(|| Error::Device {
+        what: "CUDA device".into(),
+        reason: format!("cuda:{ordinal} is beyond the {MAX_DEVICES} devices zerohop handles"),
+    })?;
     let ctx = match slot.get() {
         Some(&ctx) => ctx,
         None => {
@@ -136,7 +134,7 @@ pub fn pointer_device(ptr: usize) -> Result<i32> {
         .result()
     }
     // A pointer the driver does not know is the caller's mistake, not the driver's failure.
-    .map_err(|e| Error::InvalidArgument {
+    .map_err(|e| Error::Device {
         what: "CUDA pointer".into(),
         reason: format!("0x{ptr:x} is not memory the CUDA driver knows ({e:?})"),
     })?;

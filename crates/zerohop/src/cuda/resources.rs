@@ -25,7 +25,7 @@ fn allocate_with(
     allocate: impl FnOnce(usize) -> std::result::Result<usize, DriverError>,
 ) -> Result<NonNull<u8>> {
     if align > CUDA_ALIGNMENT {
-        return Err(Error::InvalidArgument {
+        return Err(Error::Layout {
             what: "alignment".into(),
             reason: format!("{align} exceeds the {CUDA_ALIGNMENT} bytes CUDA allocations give"),
         });

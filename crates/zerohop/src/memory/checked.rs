@@ -64,7 +64,7 @@ pub fn checked_deallocate(
     align: usize,
     stream: Stream,
 ) -> Result<()> {
-    let refuse = |reason: String| Error::InvalidArgument {
+    let refuse = |reason: String| Error::InvalidFree {
         what: format!("free of 0x{address:x}"),
         reason,
     };

@@ -51,7 +51,7 @@ impl ExternalResource {
 impl MemoryResource for ExternalResource {
     fn allocate(&self, bytes: usize, align: usize, stream: Stream) -> Result<NonNull<u8>> {
         if align > POOL_ALIGNMENT {
-            return Err(Error::InvalidArgument {
+            return Err(Error::Layout {
                 what: "alignment".into(),
                 reason: format!(
                     "{align} bytes: an external allocator promises {POOL_ALIGNMENT} at most"

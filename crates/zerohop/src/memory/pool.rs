@@ -336,7 +336,7 @@ impl PoolResource {
         stream: Stream,
     ) -> Result<()> {
         let addr = expose(ptr);
-        let refuse = |reason: String| Error::InvalidArgument {
+        let refuse = |reason: String| Error::InvalidFree {
             what: format!("pool free of 0x{addr:x}"),
             reason,
         };

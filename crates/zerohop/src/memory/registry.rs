@@ -92,7 +92,7 @@ pub unsafe fn framework_deallocate(
     let stream = Stream::from_allocator(Device::from_allocator_index(device)?, stream);
     let owner = framework_blocks().remove(&(ptr.as_ptr() as usize));
     let Some(resource) = owner else {
-        return Err(Error::InvalidArgument {
+        return Err(Error::InvalidFree {
             what: format!("free of {:p}", ptr.as_ptr()),
             reason: "not a block this allocator handed out (or freed twice): nothing freed".into(),
         });

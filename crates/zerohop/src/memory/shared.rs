@@ -306,7 +306,7 @@ impl MemoryResource for SharedResource {
     fn allocate(&self, bytes: usize, align: usize, _stream: Stream) -> Result<NonNull<u8>> {
         let page = sys::page_size();
         if !align.is_power_of_two() || align > page {
-            return Err(Error::InvalidArgument {
+            return Err(Error::Layout {
                 what: "alignment".into(),
                 reason: format!(
                     "{align}: shared memory is page-aligned, so the alignment must be a power \

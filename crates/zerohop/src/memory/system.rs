@@ -20,7 +20,7 @@ impl SystemResource {
     /// distinct and freeable the same way.
     fn layout(bytes: usize, align: usize) -> Result<Layout> {
         if !align.is_power_of_two() {
-            return Err(Error::InvalidArgument {
+            return Err(Error::Layout {
                 what: "alignment".into(),
                 reason: format!("{align} is not a power of two"),
             });

@@ -42,7 +42,7 @@ pub struct ArrowExport {
 }
 
 fn invalid(what: impl Into<String>, reason: impl Into<String>) -> Error {
-    Error::InvalidArgument {
+    Error::Spec {
         what: what.into(),
         reason: reason.into(),
     }

@@ -183,7 +183,7 @@ pub struct FromImport {
 
 #[cfg(feature = "arrow-compute")]
 fn concatenated(schema: &Arc<Schema>, batches: &[RecordBatch]) -> Result<RecordBatch> {
-    arrow_select::concat::concat_batches(schema, batches).map_err(|e| Error::InvalidArgument {
+    arrow_select::concat::concat_batches(schema, batches).map_err(|e| Error::Arrow {
         what: "Arrow import".into(),
         reason: format!("concatenating batches: {e}"),
     })
@@ -191,7 +191,7 @@ fn concatenated(schema: &Arc<Schema>, batches: &[RecordBatch]) -> Result<RecordB
 
 #[cfg(not(feature = "arrow-compute"))]
 fn concatenated(_: &Arc<Schema>, batches: &[RecordBatch]) -> Result<RecordBatch> {
-    Err(Error::InvalidArgument {
+    Err(Error::Arrow {
         what: "Arrow import".into(),
         reason: format!(
             "joining {} chunks needs zerohop's arrow-compute feature",
@@ -330,7 +330,7 @@ impl Table {
                 } else if import.sync_event.is_null() {
                     Stream::LEGACY
                 } else {
-                    return Err(Error::InvalidArgument {
+                    return Err(Error::Arrow {
                         what: "Arrow device array".into(),
                         reason: format!(
                             "a sync event on {}: zerohop synchronises CUDA only",
@@ -370,7 +370,7 @@ impl Table {
             arrays,
             &RecordBatchOptions::new().with_row_count(Some(rows)),
         )
-        .map_err(|e| Error::InvalidArgument {
+        .map_err(|e| Error::Schema {
             what: "table columns".into(),
             reason: format!("columns of unequal length: {e}"),
         })?;

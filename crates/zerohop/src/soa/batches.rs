@@ -19,7 +19,7 @@ impl Batches {
     /// Refuses a batch of 0 rows (it would never reach the end of the table).
     pub fn new(rows: usize, batch_rows: usize) -> Result<Self> {
         if batch_rows == 0 {
-            return Err(Error::InvalidArgument {
+            return Err(Error::Layout {
                 what: "batch size".into(),
                 reason: "0 rows: a batch holds at least one".into(),
             });
@@ -44,7 +44,7 @@ impl Batches {
         let start = index
             .checked_mul(self.batch_rows)
             .filter(|&start| start < self.rows)
-            .ok_or_else(|| Error::InvalidArgument {
+            .ok_or_else(|| Error::Layout {
                 what: "batch index".into(),
                 reason: format!(
                     "{index} is past the last batch: {} rows in batches of {} make {}",

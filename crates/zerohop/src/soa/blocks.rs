@@ -39,7 +39,7 @@ pub struct BlocksLayout {
 
 /// An error about block `index`, so a caller with many blocks knows which one to fix.
 fn block_error(index: usize, reason: impl std::fmt::Display) -> Error {
-    Error::InvalidArgument {
+    Error::Layout {
         what: format!("block {index}"),
         reason: reason.to_string(),
     }
@@ -51,7 +51,7 @@ impl BlocksLayout {
     /// rows), and sizes that overflow the address space; the error names the block.
     pub fn new(blocks: &[(&Schema, usize)], alignment: usize) -> Result<Self> {
         if blocks.is_empty() {
-            return Err(Error::InvalidArgument {
+            return Err(Error::Layout {
                 what: "blocks".into(),
                 reason: "there are none: give at least one schema and row count".into(),
             });
@@ -103,7 +103,7 @@ impl SoaTable {
         owner: Owner,
     ) -> Result<Vec<SoaTable>> {
         let Some(ptr) = NonNull::new(data) else {
-            return Err(Error::InvalidArgument {
+            return Err(Error::Layout {
                 what: "blocks buffer".into(),
                 reason: "the data pointer is NULL".into(),
             });

@@ -20,7 +20,7 @@ impl SoaTable {
         let mut rows: Option<i64> = None;
         let mut specs = Vec::with_capacity(columns.len());
         for (name, view) in columns {
-            let bad = |reason: String| Error::InvalidArgument {
+            let bad = |reason: String| Error::Schema {
                 what: format!("column {name:?}"),
                 reason,
             };

@@ -22,7 +22,7 @@ impl ColumnTable {
     /// Adopts `columns` as they are: at least one, names non-empty and distinct, every tensor
     /// at least 1-D with the same first extent (the rows), all on one device.
     pub fn new(columns: Vec<(String, TensorView)>, stream: Stream) -> Result<Self> {
-        let invalid = |reason: String| Error::InvalidArgument {
+        let invalid = |reason: String| Error::Schema {
             what: "columns".into(),
             reason,
         };
@@ -121,7 +121,7 @@ impl ColumnTable {
                 let columns = map.columns_of(name).unwrap_or_default();
                 let [column] = columns.as_slice() else {
                     // The fault the SoA and Arrow maps report for a group no strides describe.
-                    return Err(Error::InvalidArgument {
+                    return Err(Error::Spec {
                         what: format!("tensor {name:?}"),
                         reason: format!(
                             "its columns {columns:?} live in separate allocations, which no \

@@ -34,7 +34,7 @@ impl SoaTable {
         owner: Owner,
     ) -> Result<Self> {
         let Some(ptr) = NonNull::new(data) else {
-            return Err(Error::InvalidArgument {
+            return Err(Error::Layout {
                 what: "table buffer".into(),
                 reason: "the data pointer is NULL".into(),
             });
@@ -57,7 +57,7 @@ impl SoaTable {
         view: &TensorView,
     ) -> Result<Self> {
         if !view.is_contiguous() {
-            return Err(Error::InvalidArgument {
+            return Err(Error::Layout {
                 what: "table buffer".into(),
                 reason: format!(
                     "a tensor of shape {:?} and strides {:?} is not one compact range of bytes",
@@ -74,7 +74,7 @@ impl SoaTable {
                 std::num::NonZeroUsize::new(crate::memory::POOL_ALIGNMENT).expect("non-zero"),
             ),
             None => {
-                return Err(Error::InvalidArgument {
+                return Err(Error::Layout {
                     what: "table buffer".into(),
                     reason: "the data pointer is NULL".into(),
                 })
@@ -104,7 +104,7 @@ pub(super) fn check_device(ptr: NonNull<u8>, device: Device) -> Result<()> {
     {
         let actual = crate::cuda::pointer_device(ptr.as_ptr() as usize)?;
         if actual != device.id {
-            return Err(Error::InvalidArgument {
+            return Err(Error::Layout {
                 what: "table buffer".into(),
                 reason: format!(
                     "{ptr:p} is memory of cuda:{actual}, not of {device} as the caller said"

@@ -81,7 +81,7 @@ pub struct Layout {
 }
 
 fn overflow(what: &str) -> Error {
-    Error::InvalidArgument {
+    Error::Layout {
         what: "table size".into(),
         reason: format!("{what} overflows the address space"),
     }
@@ -96,7 +96,7 @@ impl Layout {
             .max()
             .unwrap_or(1);
         if !alignment.is_power_of_two() || alignment < widest {
-            return Err(Error::InvalidArgument {
+            return Err(Error::Layout {
                 what: "alignment".into(),
                 reason: format!(
                     "{alignment} must be a power of two no smaller than the widest element \
@@ -107,7 +107,7 @@ impl Layout {
         // Tensor dimensions are i64 (DLPack, torch, NumPy): a row count above that would only
         // fail later, as a "negative" shape.
         if i64::try_from(rows).is_err() {
-            return Err(Error::InvalidArgument {
+            return Err(Error::Layout {
                 what: "rows".into(),
                 reason: format!(
                     "{rows} is more than a tensor dimension holds ({})",

@@ -191,7 +191,7 @@ impl Schema {
     /// it; on error the schema is unchanged. For faces that add one column per call (the C
     /// ABI), so a bad column is refused by the call that brings it.
     pub fn push(&mut self, column: ColumnSpec) -> Result<()> {
-        let bad = |name: &str, reason: String| Error::InvalidArgument {
+        let bad = |name: &str, reason: String| Error::Schema {
             what: format!("column {name:?}"),
             reason,
         };

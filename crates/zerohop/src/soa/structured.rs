@@ -16,7 +16,7 @@ use crate::error::{Error, Result};
 use crate::value::Value;
 
 fn invalid(what: &str, reason: String) -> Error {
-    Error::InvalidArgument {
+    Error::Spec {
         what: what.into(),
         reason,
     }

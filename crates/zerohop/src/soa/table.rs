@@ -108,7 +108,7 @@ impl SoaTable {
     ) -> Result<Self> {
         let layout = Layout::new(&schema, rows, alignment)?;
         if buffer.len() < layout.total_bytes {
-            return Err(Error::InvalidArgument {
+            return Err(Error::Layout {
                 what: "table buffer".into(),
                 reason: format!(
                     "{} bytes, but {rows} rows of this schema at alignment {alignment} take {}",
@@ -124,7 +124,7 @@ impl SoaTable {
             .max()
             .unwrap_or(1);
         if !(buffer.as_ptr() as usize).is_multiple_of(element_alignment) {
-            return Err(Error::InvalidArgument {
+            return Err(Error::Layout {
                 what: "table buffer".into(),
                 reason: format!(
                     "address {:p} is not aligned to the {element_alignment} bytes its columns need",
@@ -133,7 +133,7 @@ impl SoaTable {
             });
         }
         if first_row.checked_add(len).is_none_or(|end| end > rows) {
-            return Err(Error::InvalidArgument {
+            return Err(Error::Layout {
                 what: "row range".into(),
                 reason: format!("{first_row}+{len} is outside a table of {rows} rows"),
             });
@@ -229,7 +229,7 @@ impl SoaTable {
     /// a copy of this view's first `keep` rows: how growable tables grow.
     pub fn regrown(&self, rows: usize, keep: usize) -> Result<SoaTable> {
         if keep > self.len || keep > rows {
-            return Err(Error::InvalidArgument {
+            return Err(Error::Layout {
                 what: "rows to keep".into(),
                 reason: format!("{keep} exceeds the old ({}) or new ({rows}) size", self.len),
             });
@@ -353,7 +353,7 @@ impl SoaTable {
             });
         }
         if component >= col.kind.components() {
-            return Err(Error::InvalidArgument {
+            return Err(Error::Layout {
                 what: "component".into(),
                 reason: format!(
                     "column {name:?} ({}) has {} components, asked for {component}",
@@ -415,7 +415,7 @@ impl SoaTable {
         for i in 0..self.layout.columns.len() {
             let col = self.layout.column(i);
             if col.kind != ColumnKind::Column {
-                return Err(Error::InvalidArgument {
+                return Err(Error::Schema {
                     what: "column".into(),
                     reason: format!("{:?} is a {}, not a plain column", col.name, col.kind),
                 });
@@ -444,7 +444,7 @@ impl SoaTable {
     fn expect_scalar(&self, name: &str) -> Result<()> {
         let col = self.layout.column(self.schema.index_of(name)?);
         if col.kind != ColumnKind::TableScalar {
-            return Err(Error::InvalidArgument {
+            return Err(Error::Schema {
                 what: "column".into(),
                 reason: format!("{name:?} is a {}, not a table scalar", col.kind),
             });
@@ -491,7 +491,7 @@ fn zero_fill(buffer: &Buffer, bytes: usize) -> Result<()> {
 /// every kind of table's slice makes.
 pub(crate) fn check_row_range(start: usize, stop: usize, len: usize) -> Result<()> {
     if start > stop || stop > len {
-        return Err(Error::InvalidArgument {
+        return Err(Error::Layout {
             what: "row range".into(),
             reason: format!("{start}..{stop} is outside a table of {len} rows"),
         });

@@ -71,7 +71,7 @@ impl TensorMapBuilder {
             };
             let columns: Vec<&str> = columns.split(',').map(str::trim).collect();
             if name.is_empty() || columns.iter().any(|c| c.is_empty()) {
-                return Err(Error::InvalidArgument {
+                return Err(Error::Spec {
                     what: "spec".into(),
                     reason: format!(
                         "group {} ({group:?}): expected \"name: column, column\" or \"column\"",
@@ -82,7 +82,7 @@ impl TensorMapBuilder {
             self = self.tensor(name, &columns);
         }
         if self.groups.len() == before {
-            return Err(Error::InvalidArgument {
+            return Err(Error::Spec {
                 what: "spec".into(),
                 reason: format!("{spec:?} names no tensors"),
             });
@@ -106,7 +106,7 @@ impl TensorMapBuilder {
     }
 
     pub fn build(self) -> Result<TensorMap> {
-        let bad = |reason: String| Error::InvalidArgument {
+        let bad = |reason: String| Error::Spec {
             what: "tensor map".into(),
             reason,
         };
@@ -212,7 +212,7 @@ impl TensorMap {
 }
 
 fn map_group(table: &SoaTable, group: &Group, options: MapOptions) -> Result<MappedTensor> {
-    let bad = |reason: String| Error::InvalidArgument {
+    let bad = |reason: String| Error::Spec {
         what: format!("tensor {:?} (columns {:?})", group.name, group.columns),
         reason,
     };

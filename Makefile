@@ -85,7 +85,7 @@ miri:
 	@if rustup +nightly component list --installed 2>/dev/null | grep -q '^miri' \
 	   || rustup component add miri rust-src --toolchain nightly; then \
 	  cargo +nightly miri test -p zerohop --lib --features arrow,ndarray; \
-	  cargo +nightly miri test -p zerohop-capi --no-default-features --test api --test wrap --test columns --test streams --test panics --test blocks --test layout --test wording --test guard; \
+	  cargo +nightly miri test -p zerohop-capi --no-default-features --test api --test wrap --test columns --test streams --test panics --test blocks --test layout --test wording --test guard --test libtorch_plan; \
 	  MIRIFLAGS="-Zmiri-tree-borrows -Zmiri-ignore-leaks" cargo +nightly miri test -p zerohop-ecg --lib vae::views; \
 	else \
 	  echo; echo "################################################################"; \

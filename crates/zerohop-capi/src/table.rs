@@ -413,7 +413,7 @@ fn device_write(target: &TensorView, source: &TensorView, name: &str, stream: St
 }
 
 #[cfg(not(feature = "cuda"))]
-fn device_write(_: &TensorView, source: &TensorView, name: &str, _: usize) -> Outcome {
+fn device_write(_: &TensorView, source: &TensorView, name: &str, _: Stream) -> Outcome {
     Err(Failure {
         status: zh_status::ZH_UNSUPPORTED,
         message: format!(

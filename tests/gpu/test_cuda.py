@@ -147,9 +147,9 @@ print("alive")
     strict=False,
     reason="cuda-closed-stream (docs/hostile-inputs.md): a destroyed stream's handle is a "
     "dangling pointer that the CUDA driver dereferences (SIGSEGV on the H100, 2026-11-23). "
-    "Since hand-offs ask the stream's capture state first, the H200's driver refuses it "
-    "(CUDA_ERROR_CONTEXT_IS_DESTROYED, a StreamError, 2026-11-27), but no API can validate a "
-    "raw handle, so this is observed, not promised.",
+    "Since hand-offs ask the stream's capture state first, one H200 run refused it "
+    "(CUDA_ERROR_CONTEXT_IS_DESTROYED, a StreamError, 2026-11-27) and the next did not: no API "
+    "can validate a raw handle, so a refusal is observed, not promised.",
 )
 def test_a_destroyed_stream_handle_does_not_crash():
     """Runs in a child process, so the crash it documents cannot take the suite down."""

@@ -78,10 +78,7 @@ fn slices_share_memory_and_refuse_rows_outside() {
         );
         for (start, stop) in [(3, 2), (0, 11), (11, 11)] {
             let err = table.slice_rows(start, stop).err().expect("refused");
-            assert!(
-                matches!(err, Error::Layout { .. }),
-                "{kind}: {err}"
-            );
+            assert!(matches!(err, Error::Layout { .. }), "{kind}: {err}");
             let says = format!("{start}..{stop} is outside a table of 10 rows");
             assert!(err.to_string().contains(&says), "{kind}: {err}");
         }

@@ -54,8 +54,8 @@ pub struct InterfaceLayout {
     pub dtype: DType,
     pub shape: Vec<i64>,
     pub strides: Vec<i64>,
-    /// The stream the consumer must wait for (CUDA only; never 0).
-    pub stream: Option<usize>,
+    /// The stream the consumer must wait for (CUDA only).
+    pub stream: Option<crate::memory::CudaStream>,
 }
 
 fn invalid(flavor: Flavor, key: &str, reason: String) -> Error {
@@ -237,7 +237,9 @@ pub fn parse(fields: &InterfaceFields, flavor: Flavor) -> Result<InterfaceLayout
         }
         (Flavor::Cuda, Some(s)) => Some(
             usize::try_from(s)
-                .map_err(|_| invalid(flavor, "stream", format!("{s} is not a stream handle")))?,
+                .ok()
+                .and_then(|h| crate::memory::CudaStream::from_handle(h).ok())
+                .ok_or_else(|| invalid(flavor, "stream", format!("{s} is not a stream handle")))?,
         ),
     };
     Ok(InterfaceLayout {
@@ -375,7 +377,10 @@ mod tests {
         f.stream = Some(-3);
         assert!(message(&f, Flavor::Cuda).contains("stream handle"));
         f.stream = Some(7);
-        assert_eq!(parse(&f, Flavor::Cuda).unwrap().stream, Some(7));
+        assert_eq!(
+            parse(&f, Flavor::Cuda).unwrap().stream.map(|s| s.handle()),
+            Some(7)
+        );
         f.offset = Some(8);
         assert!(message(&f, Flavor::Cuda).contains("offset"));
     }

@@ -45,7 +45,7 @@ pub fn from_cuda_array_interface(py: Python<'_>, obj: &Bound<'_, PyAny>) -> PyRe
         Device::cuda(zcuda::pointer_device(layout.address).py()?)
     };
     if let Some(stream) = layout.stream {
-        let (producer, ours) = (Stream::cuda(stream).py()?, ConsumerStream::Unnamed);
+        let (producer, ours) = (Stream::on(stream), ConsumerStream::Unnamed);
         py.detach(|| ready_on(device, None, producer, ours)).py()?;
     }
     let view = crate::protocols::interface::wrap(obj, layout, device)?;

@@ -83,11 +83,12 @@ pub(crate) fn map_builder(spec: &Bound<'_, PyAny>) -> PyResult<zerohop::soa::Ten
 /// a new `Stream` object: 25-35 us of a 45 us view of CUDA IPC memory
 /// (bench/ipc_cuda_phases.py); the raw handle is one C call, the one Inductor's generated
 /// code makes. Older torch without it takes the public way.
-fn torch_current_stream(torch: &Bound<'_, PyAny>, device: Device) -> PyResult<Stream> {
-    let py = torch.py();
+fn torch_current_stream(py: Python<'_>, device: Device) -> PyResult<Stream> {
+    // torch's C exchange API first: one C call, not an import and two attribute lookups.
     if let Some(raw) = crate::base::exchange::torch_work_stream(py, device) {
         return Ok(Stream::from_allocator(device, raw));
     }
+    let torch = py.import(intern!(py, "torch"))?;
     let raw: usize = match torch
         .getattr(intern!(py, "_C"))?
         .getattr(intern!(py, "_cuda_getCurrentRawStream"))
@@ -111,8 +112,7 @@ pub(crate) fn ready_for_torch(
     owner: Option<&zerohop::Owner>,
     producer: Stream,
 ) -> PyResult<Stream> {
-    let torch = py.import(intern!(py, "torch"))?;
-    let current = torch_current_stream(torch.as_any(), device)?;
+    let current = torch_current_stream(py, device)?;
     ready_on(
         device,
         owner,

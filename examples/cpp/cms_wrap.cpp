@@ -115,6 +115,44 @@ at::Tensor export_tensor(zh_tensors* tensors, size_t i) {
   return at::fromDLPackVersioned(managed);
 }
 
+#ifdef ZH_CMS_CUDA
+// Hand-offs while a CUDA graph is being captured, from C (docs/handoff.md): a map applied for
+// the capturing stream leaves the capture valid (the wait becomes a node of the graph, which
+// then runs), and data produced inside the capture is refused for a stream outside it, by
+// name, the capture intact.
+void check_capture(zh_map* map, zh_table* tracks, size_t batch) {
+  cudaStream_t capture = nullptr, outside = nullptr;
+  cudaStreamCreateWithFlags(&capture, cudaStreamNonBlocking);
+  cudaStreamCreateWithFlags(&outside, cudaStreamNonBlocking);
+  const auto handle = [](cudaStream_t s) { return reinterpret_cast<uintptr_t>(s); };
+  zh_table* rows = nullptr;
+  must(zh_table_rows(tracks, 0, batch, &rows), "zh_table_rows");
+  cudaStreamBeginCapture(capture, cudaStreamCaptureModeGlobal);
+  zh_tensors *inside = nullptr, *refused = nullptr;
+  const zh_status applied = zh_map_apply_on_stream(map, tracks, handle(capture), &inside);
+  must(zh_table_set_stream(rows, handle(capture)), "zh_table_set_stream");
+  const zh_status across = zh_map_apply_on_stream(map, rows, handle(outside), &refused);
+  const std::string says = zh_last_error();
+  cudaGraph_t graph = nullptr;
+  cudaGraphExec_t exec = nullptr;
+  const bool ended = cudaStreamEndCapture(capture, &graph) == cudaSuccess;
+  const bool runs = ended && cudaGraphInstantiate(&exec, graph, 0) == cudaSuccess &&
+                    cudaGraphLaunch(exec, capture) == cudaSuccess &&
+                    cudaStreamSynchronize(capture) == cudaSuccess;
+  check(applied == ZH_OK && inside != nullptr && runs,
+        "a map applied for a capturing stream leaves the capture valid, and the graph runs");
+  check(across == ZH_INVALID_ARGUMENT && refused == nullptr &&
+            says.find("inside a CUDA graph capture") != std::string::npos,
+        "data produced inside a capture is refused for a stream outside it: " + says);
+  zh_tensors_free(inside);
+  zh_table_free(rows);
+  if (exec != nullptr) cudaGraphExecDestroy(exec);
+  if (graph != nullptr) cudaGraphDestroy(graph);
+  cudaStreamDestroy(capture);
+  cudaStreamDestroy(outside);
+}
+#endif
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -257,6 +295,9 @@ int main(int argc, char** argv) {
 #endif
   check(views, std::to_string(batches) + " batches: every tensor is a view of the program's buffer");
   check(in_place, "every batch's scores landed in the program's output buffer");
+#ifdef ZH_CMS_CUDA
+  if (on_cuda) check_capture(map, tracks, batch);
+#endif
 
   if (!aoti_package.empty()) {
 #ifdef ZH_AOTI

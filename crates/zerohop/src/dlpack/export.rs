@@ -9,6 +9,7 @@ use super::ffi::*;
 use crate::buffer::Owner;
 use crate::error::{Error, Result};
 use crate::tensor::TensorView;
+use crate::tensor_dims::Dims;
 
 /// What the producer tells the consumer beyond the layout.
 #[derive(Clone, Copy, Debug, Default)]
@@ -22,8 +23,9 @@ pub struct ExportOptions {
 #[repr(C)]
 struct ExportContext<M> {
     managed: M,
-    /// `shape` followed by `strides`, both `ndim` long; the DLTensor points into this.
-    dims: Box<[i64]>,
+    /// `shape` and `strides`, inline for up to four dimensions (one allocation per export);
+    /// the DLTensor points into this.
+    dims: Dims,
     _owner: Owner,
 }
 
@@ -41,11 +43,8 @@ pub(super) fn check_exportable(view: &TensorView) -> Result<()> {
 }
 
 /// `shape`/`strides` in `dims`, one after the other.
-fn dims_of(view: &TensorView) -> Box<[i64]> {
-    let mut dims = Vec::with_capacity(2 * view.ndim());
-    dims.extend_from_slice(view.shape());
-    dims.extend_from_slice(view.strides());
-    dims.into_boxed_slice()
+fn dims_of(view: &TensorView) -> Dims {
+    Dims::new(view.shape(), view.strides())
 }
 
 /// The DLTensor for `view`, with `shape`/`strides` still NULL: they must point into the
@@ -88,13 +87,11 @@ unsafe fn finish<M>(
 ) {
     // SAFETY: guaranteed by the caller; the references are dropped before returning.
     unsafe {
-        let dims_slot = &mut (*raw).dims;
-        let ndim = dims_slot.len() / 2;
-        let dims = dims_slot.as_mut_ptr();
+        let (shape, strides) = (*raw).dims.parts_mut();
+        let (shape, strides) = (shape.as_mut_ptr(), strides.as_mut_ptr());
         let (tensor, manager_ctx) = parts(&mut (*raw).managed);
-        tensor.shape = dims;
-        // `dims` holds 2 * ndim elements, so `ndim` past its start is in bounds.
-        tensor.strides = dims.add(ndim);
+        tensor.shape = shape;
+        tensor.strides = strides;
         *manager_ctx = raw as *mut c_void;
     }
 }

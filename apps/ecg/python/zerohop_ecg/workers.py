@@ -9,6 +9,7 @@ zerohop brings no cluster or transport of its own: local processes talk through 
 
 from __future__ import annotations
 
+import fcntl
 import multiprocessing as mp
 import os
 import pickle
@@ -114,6 +115,9 @@ def _failing_start() -> None:
         return
     count, path = fault.split(":", 1)
     with open(path, "a+") as counter:
+        # Workers start side by side: the count is read and written under a lock, or two of
+        # them read the same count and both fail (a test that failed 1 run in 10).
+        fcntl.flock(counter, fcntl.LOCK_EX)
         counter.seek(0)
         failed = len(counter.read())
         if failed < int(count):

@@ -369,7 +369,7 @@ fuzz_target!(|input: Input| {
                 continue;
             };
             let view = &tensor.view;
-            if tensor.copied || view.numel() == 0 || !import.realigned.is_empty() {
+            if tensor.copied() || view.numel() == 0 || !import.realigned.is_empty() {
                 continue;
             }
             let start = view.data_ptr() as usize;

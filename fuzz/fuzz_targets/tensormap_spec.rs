@@ -178,7 +178,7 @@ fuzz_target!(|input: Input| {
         if view.numel() == 0 {
             continue;
         }
-        if !t.copied {
+        if !t.copied() {
             let item = view.dtype().itemsize() as i64;
             let (lo, hi) = reach(view.shape(), view.strides());
             let first = view.data_ptr() as i64 + lo * item;

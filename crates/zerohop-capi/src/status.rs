@@ -96,6 +96,8 @@ impl From<zerohop::Error> for Failure {
             | E::Device { .. }
             | E::Arrow { .. }
             | E::InvalidFree { .. }
+            | E::DType { .. }
+            | E::Resource { .. }
             | E::Stream { .. }
             | E::InvalidTensor(_)
             | E::DTypeMismatch { .. }
@@ -412,6 +414,20 @@ mod table_tests {
                 },
             ),
             ("Wire", Error::Wire(s())),
+            (
+                "DType",
+                Error::DType {
+                    what: s(),
+                    reason: s(),
+                },
+            ),
+            (
+                "Resource",
+                Error::Resource {
+                    what: s(),
+                    reason: s(),
+                },
+            ),
             (
                 "OutOfMemory",
                 Error::OutOfMemory {

@@ -68,7 +68,7 @@ fn invalid(flavor: Flavor, key: &str, reason: String) -> Error {
 /// The dtype a typestr such as `"<f4"`, `"|u1"` or `"<c16"` names; byte order must be native
 /// (or `|`, "not applicable", for one-byte types).
 pub fn dtype_from_typestr(typestr: &str, what: &str) -> Result<DType> {
-    let malformed = |reason: &str| Error::InvalidArgument {
+    let malformed = |reason: &str| Error::DType {
         what: format!("{what} typestr {typestr:?}"),
         reason: reason.to_string(),
     };

@@ -186,7 +186,7 @@ impl DType {
     pub fn from_name(name: &str) -> Result<Self> {
         Self::all()
             .find(|d| d.to_string() == name)
-            .ok_or_else(|| Error::InvalidArgument {
+            .ok_or_else(|| Error::DType {
                 what: "dtype".into(),
                 reason: format!("{name:?} is not a dtype name (e.g. float32, int64, bool)"),
             })

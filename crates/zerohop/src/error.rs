@@ -40,6 +40,15 @@ pub enum Error {
     /// Arrow data or schemas that contradict themselves or have no tensor form.
     #[error("invalid {what}: {reason}")]
     Arrow { what: String, reason: String },
+    /// A dtype named or asked for that zerohop does not know or cannot use there (a name, a
+    /// NumPy type string, a dtype a move or a framework cannot take).
+    #[error("invalid {what}: {reason}")]
+    DType { what: String, reason: String },
+    /// A memory resource's settings or handles: a pool's maximum, a chunk size, a log path, a
+    /// shared-memory segment or handle, a CUDA IPC handle, a framework allocation's size or
+    /// device.
+    #[error("invalid {what}: {reason}")]
+    Resource { what: String, reason: String },
     /// A free the allocator refuses (a block it did not hand out, a second free, another
     /// size): nothing is freed.
     #[error("invalid {what}: {reason}")]

@@ -59,7 +59,7 @@ pub fn tch_kind(dtype: DType) -> Result<tch::Kind> {
         DType::C64 => tch::Kind::ComplexFloat,
         DType::C128 => tch::Kind::ComplexDouble,
         other => {
-            return Err(Error::InvalidArgument {
+            return Err(Error::DType {
                 what: "dtype for tch".into(),
                 reason: format!("{other} has no tch::Kind (libtorch lacks it)"),
             })

@@ -626,7 +626,7 @@ impl TensorView {
             });
         }
         if !self.dtype.is_byte_addressable() {
-            return Err(Error::InvalidArgument {
+            return Err(Error::DType {
                 what: "dtype".into(),
                 reason: format!("{} packs several elements per byte", self.dtype),
             });

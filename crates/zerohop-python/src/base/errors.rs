@@ -130,7 +130,7 @@ pub fn to_py(err: Error) -> PyErr {
         | Error::Export(_)
         | Error::HandOff { .. } => PyBufferError::new_err(message),
         // Arguments of every other kind (InvalidArgument, Layout, Schema, Spec, Device, Arrow,
-        // InvalidFree), Wire and CudaUnavailable: docs/handoff.md has the table.
+        // DType, Resource, InvalidFree), Wire and CudaUnavailable: docs/handoff.md's table.
         _ => PyValueError::new_err(message),
     }
 }

@@ -26,7 +26,7 @@ pub fn range_fits(offset: usize, bytes: usize, size: usize) -> bool {
 }
 
 fn refused(reason: impl Into<String>) -> Error {
-    Error::InvalidArgument {
+    Error::Resource {
         what: "CUDA IPC".into(),
         reason: reason.into(),
     }

@@ -130,7 +130,7 @@ impl MemoryResource for ArenaResource {
         match cached {
             Some(addr) => {
                 NonNull::new(std::ptr::with_exposed_provenance_mut(addr)).ok_or_else(|| {
-                    Error::InvalidArgument {
+                    Error::Resource {
                         what: "arena cache".into(),
                         reason: "held a null block".into(),
                     }

@@ -23,12 +23,12 @@ pub struct LogResource {
 
 impl LogResource {
     pub fn new(upstream: Arc<dyn MemoryResource>, path: &Path) -> Result<Self> {
-        let file = File::create(path).map_err(|e| Error::InvalidArgument {
+        let file = File::create(path).map_err(|e| Error::Resource {
             what: "log path".into(),
             reason: format!("{}: {e}", path.display()),
         })?;
         let mut out = BufWriter::new(file);
-        writeln!(out, "{LOG_HEADER}").map_err(|e| Error::InvalidArgument {
+        writeln!(out, "{LOG_HEADER}").map_err(|e| Error::Resource {
             what: "log path".into(),
             reason: format!("{}: {e}", path.display()),
         })?;
@@ -58,7 +58,7 @@ impl LogResource {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .flush()
-            .map_err(|e| Error::InvalidArgument {
+            .map_err(|e| Error::Resource {
                 what: "log".into(),
                 reason: e.to_string(),
             })

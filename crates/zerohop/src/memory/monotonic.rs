@@ -57,7 +57,7 @@ impl MonotonicResource {
     /// Chunks of `chunk` bytes (at least one page's worth is sensible) from `upstream`.
     pub fn new(upstream: Arc<dyn MemoryResource>, chunk: usize) -> Result<Self> {
         if chunk == 0 {
-            return Err(Error::InvalidArgument {
+            return Err(Error::Resource {
                 what: "monotonic chunk size".into(),
                 reason: "0 bytes".into(),
             });

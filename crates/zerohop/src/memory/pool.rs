@@ -85,7 +85,7 @@ impl PoolConfig {
     /// refused when the maximum is below the initial reservation.
     pub fn checked(initial: usize, maximum: Option<usize>) -> Result<Self> {
         match maximum {
-            Some(max) if max < initial => Err(Error::InvalidArgument {
+            Some(max) if max < initial => Err(Error::Resource {
                 what: "pool maximum".into(),
                 reason: format!("({max}) is smaller than initial ({initial})"),
             }),

@@ -104,7 +104,7 @@ pub unsafe fn framework_deallocate(
 
 /// Frameworks pass sizes signed (`ssize_t`): a negative one is refused, never wrapped.
 fn framework_size(size: isize) -> Result<usize> {
-    usize::try_from(size).map_err(|_| Error::InvalidArgument {
+    usize::try_from(size).map_err(|_| Error::Resource {
         what: "allocation size".into(),
         reason: format!("{size} is negative"),
     })
@@ -112,7 +112,7 @@ fn framework_size(size: isize) -> Result<usize> {
 
 fn framework_resource(device: i32) -> Result<Arc<dyn MemoryResource>> {
     let place = Device::from_allocator_index(device)?;
-    current_resource(place).ok_or_else(|| Error::InvalidArgument {
+    current_resource(place).ok_or_else(|| Error::Resource {
         what: format!("allocation on {place}"),
         reason: "no resource is current for it: set one (zh_resource_set_current in C, \
                  zerohop.memory.set_current in Python)"

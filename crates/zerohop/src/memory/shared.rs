@@ -53,7 +53,7 @@ pub struct SharedHandle {
 }
 
 fn bad_handle(reason: String) -> Error {
-    Error::InvalidArgument {
+    Error::Resource {
         what: "shared-memory handle".into(),
         reason,
     }
@@ -532,7 +532,7 @@ mod sys {
                     .map_err(|e| e.to_string())
             })
             .clone()
-            .map_err(|e| Error::InvalidArgument {
+            .map_err(|e| Error::Resource {
                 what: "shared memory".into(),
                 reason: format!("cannot read this machine's boot id (is /proc mounted?): {e}"),
             })
@@ -544,7 +544,7 @@ mod sys {
 
     /// A memfd of `len` bytes, sealed so it can neither shrink nor grow.
     pub fn create(name: &str, len: usize) -> Result<File> {
-        let cname = CString::new(name).map_err(|_| Error::InvalidArgument {
+        let cname = CString::new(name).map_err(|_| Error::Resource {
             what: "segment name".into(),
             reason: format!("{name:?} contains a NUL byte"),
         })?;
@@ -703,7 +703,7 @@ mod sys {
     use crate::error::{Error, Result};
 
     fn unsupported() -> Error {
-        Error::InvalidArgument {
+        Error::Resource {
             what: "shared memory".into(),
             reason: "zerohop's shared memory needs Linux (memfd_create and /proc)".into(),
         }

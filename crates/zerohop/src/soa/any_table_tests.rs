@@ -2,7 +2,6 @@
 
 use super::*;
 use crate::error::Error;
-use crate::handoff::CopyReason;
 use crate::memory::Stream;
 use crate::{DType, Device, TensorView};
 
@@ -161,7 +160,10 @@ fn an_arrow_batch_is_shared_and_its_nulls_filled_only_when_asked() {
             },
         )
         .unwrap();
-    assert_eq!(copied, Some(CopyReason::NullsFilled { nulls: 1 }));
+    assert_eq!(
+        copied,
+        Some(crate::handoff::CopyReason::NullsFilled { nulls: 1 })
+    );
     assert_eq!(v.to_vec::<f32>().unwrap(), [1.0, 0.0, 3.0, 4.0]);
     let rows = table.slice_rows(1, 3).unwrap();
     assert_eq!(rows.len(), 2);

@@ -6,7 +6,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyString, PyType};
 use zerohop::dlpack::{export_versioned, ExportOptions};
 use zerohop::handoff::{
-    plan, ready_on, Allowance, Consumer, ConsumerStream, CopyReason, Plan, Stream,
+    check_shared, plan, ready_on, Allowance, Consumer, ConsumerStream, Plan, Stream,
 };
 use zerohop::soa::{Schema, SoaTable};
 use zerohop::value::Value;
@@ -219,7 +219,7 @@ pub(crate) fn to_framework<'py>(
 }
 
 /// JAX copies what it cannot take in place without saying so, and the plan predicts only what
-/// is known (alignment, x64): compare the address it ended up with.
+/// is known (alignment, x64): the core judges the address JAX's array ended up at.
 fn jax_shares(
     py: Python<'_>,
     name: &str,
@@ -227,23 +227,17 @@ fn jax_shares(
     array: &Bound<'_, PyAny>,
     allow_copy: bool,
 ) -> PyResult<()> {
-    let address: usize = array
+    let landed: usize = array
         .call_method0(intern!(py, "unsafe_buffer_pointer"))?
         .extract()?;
-    if address == view.data_ptr() as usize {
-        return Ok(());
-    }
-    let reason = CopyReason::ConsumerCopied {
-        consumer: "JAX".into(),
+    let allow = Allowance {
+        copy: allow_copy,
+        share_readonly: false,
     };
-    if allow_copy {
-        return warn_copy(py, &format!("tensor {name:?} was copied: {reason}"));
+    match check_shared(name, view, "JAX", landed, allow).py()? {
+        Some(reason) => warn_copy(py, &format!("tensor {name:?} was copied: {reason}")),
+        None => Ok(()),
     }
-    Err(zerohop::Error::HandOff {
-        tensor: name.into(),
-        reason,
-    })
-    .py()
 }
 
 /// The resource a table on `device` comes from: the device's current resource, else plain

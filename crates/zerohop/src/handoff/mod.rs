@@ -15,5 +15,5 @@ mod ready;
 mod tests;
 
 pub use crate::memory::{ConsumerStream, CudaStream, Stream, StreamCell};
-pub use plan::{plan, Allowance, Consumer, CopyReason, Plan};
+pub use plan::{check_shared, plan, Allowance, Consumer, CopyReason, Plan};
 pub use ready::ready_on;

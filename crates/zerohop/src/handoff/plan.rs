@@ -214,6 +214,31 @@ pub fn plan(name: &str, view: &TensorView, consumer: Consumer, allow: Allowance)
     }
 }
 
+/// After the fact, for a consumer that copies silently (JAX): `landed` is the address its
+/// array ended up at. The same address shared; another is a copy, reported (`Ok(Some)`) when
+/// the caller allowed one, else refused with the reason.
+pub fn check_shared(
+    name: &str,
+    view: &TensorView,
+    consumer: &str,
+    landed: usize,
+    allow: Allowance,
+) -> Result<Option<CopyReason>> {
+    if view.numel() == 0 || landed == view.data_ptr() as usize {
+        return Ok(None);
+    }
+    let reason = CopyReason::ConsumerCopied {
+        consumer: consumer.into(),
+    };
+    if allow.copy {
+        return Ok(Some(reason));
+    }
+    Err(Error::HandOff {
+        tensor: name.to_string(),
+        reason,
+    })
+}
+
 fn jax_would_copy(view: &TensorView, x64: bool) -> Option<CopyReason> {
     let dtype = view.dtype();
     let wide = match dtype.code {

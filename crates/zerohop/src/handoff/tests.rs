@@ -257,6 +257,29 @@ fn a_refusal_names_the_tensor_the_reason_and_the_options() {
 }
 
 #[test]
+fn a_consumer_that_copied_silently_is_reported_or_refused() {
+    let v = view(Device::CPU, false, false, 0, DType::F32);
+    let at = v.data_ptr() as usize;
+    let allow = Allowance {
+        copy: true,
+        share_readonly: false,
+    };
+    assert_eq!(
+        check_shared("x", &v, "JAX", at, Allowance::default()).unwrap(),
+        None
+    );
+    let copied = check_shared("x", &v, "JAX", at + 64, allow).unwrap();
+    assert_eq!(
+        copied,
+        Some(CopyReason::ConsumerCopied {
+            consumer: "JAX".into()
+        })
+    );
+    let err = check_shared("x", &v, "JAX", at + 64, Allowance::default()).unwrap_err();
+    assert!(err.to_string().contains("JAX copied it"), "{err}");
+}
+
+#[test]
 fn consumers_are_named_as_callers_name_them() {
     assert_eq!(Consumer::named(None, false).unwrap(), Consumer::Honouring);
     assert_eq!(

@@ -34,7 +34,8 @@ export PYTHONPATH=/tmp/zerohop-site
 # check against) so the repository's python/ folder is not imported.
 rm -rf /tmp/zerohop-run && mkdir -p /tmp/zerohop-run && cp -r tests docs README.md /tmp/zerohop-run/
 cp -r --parents apps/ecg/tests /tmp/zerohop-run/
-cp -r --parents scripts/check-layers.py scripts/valgrind-verdict.py crates/zerohop-python/src fuzz/seeds/csv_reader /tmp/zerohop-run/
+cp -r --parents scripts/check-layers.py scripts/valgrind-verdict.py crates/zerohop-python/src fuzz/seeds/csv_reader \
+  bench/torch_tools.py /tmp/zerohop-run/
 T=/tmp/zerohop-run/tests
 status=0
 # Two GPUs are lent only at times: their bench runs first (ONLY=ddp: nothing else).

@@ -203,6 +203,40 @@ def test_a_refusal_through_the_c_symbols_is_also_raised_in_python():
         zm.reset_current()
 
 
+def test_the_quiet_c_symbol_returns_null_and_keeps_the_reason_for_this_thread():
+    # torch's caching allocator over a MemPool checks for NULL, frees its cache, retries and
+    # raises its own error: nothing may be left raised behind it, and the reason waits.
+    zm.set_current(zm.Limit(zm.System(), 1 << 20))
+    try:
+        lib = ctypes.CDLL(zm.library_path())
+        malloc = getattr(lib, zm.C_QUIET_MALLOC_SYMBOL)
+        malloc.restype = ctypes.c_void_p
+        malloc.argtypes = [ctypes.c_ssize_t, ctypes.c_int, ctypes.c_void_p]
+        free = getattr(lib, zm.C_FREE_SYMBOL)
+        free.argtypes = [ctypes.c_void_p, ctypes.c_ssize_t, ctypes.c_int, ctypes.c_void_p]
+        assert malloc(2 << 20, -1, None) is None
+        seen = []
+        other = threading.Thread(target=lambda: seen.append(zm.take_refusal()))
+        other.start()
+        other.join()
+        assert seen == [None], "another thread's refusal is not this one's"
+        reason = zm.take_refusal()
+        assert reason is not None and str(2 << 20) in reason and str(1 << 20) in reason
+        assert zm.take_refusal() is None
+        assert malloc(2 << 20, -1, None) is None
+        p = malloc(64, -1, None)
+        assert p, "within the limit"
+        assert zm.take_refusal() is None, "a later success clears a recovered refusal"
+        free(p, 64, -1, None)
+    finally:
+        zm.reset_current()
+
+
+def test_install_refuses_an_unknown_torch_mode_before_touching_anything():
+    with pytest.raises(ValueError, match="torch_mode must be one of"):
+        zm.install(torch=True, torch_mode="caching")
+
+
 def test_many_threads_share_one_pool_without_losing_blocks():
     tracker = zm.Tracking(zm.System())
     pool = zm.Pool(tracker)

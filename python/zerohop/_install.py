@@ -10,6 +10,7 @@ from typing import Any
 from . import memory as zm
 
 FRAMEWORKS = ("torch", "cupy", "numba")
+TORCH_MODES = ("mempool", "allocator")
 
 
 class Installation:
@@ -19,6 +20,8 @@ class Installation:
         self.resource = resource
         self.device = device
         self.shares: dict[str, zm.Resource] = {}
+        self.torch_mode: str | None = None
+        self._torch_route: _TorchRoute | None = None
 
     def stats(self) -> dict[str, Any]:
         """Statistics per framework (current/peak/total bytes and counts), plus "total"
@@ -28,25 +31,49 @@ class Installation:
             out["total"] = zm.stats(self.resource)
         return out
 
+    def graph_pool(self) -> Any:
+        """A torch MemPool whose segments come from zerohop, for a CUDA graph's private memory
+        (`torch.cuda.graph(g, pool=installed.graph_pool().id)`): the graph's memory then counts
+        in zerohop's statistics and limit. Graphs captured without it (and torch.compile's
+        "reduce-overhead" graphs) keep torch's own private pools. Needs torch_mode "mempool"."""
+        if self._torch_route is None:
+            raise ValueError("graph_pool needs install(torch=True) with torch_mode='mempool'")
+        torch = self._torch_route.torch
+        return torch.cuda.MemPool(self._torch_route.allocator.allocator())
+
     def __repr__(self) -> str:
         return f"Installation({sorted(self.shares)} on cuda:{self.device} from {self.resource!r})"
 
 
 def install(torch: bool = False, cupy: bool = False, numba: bool = False, *,
-            resource: zm.Resource | None = None, device: int = 0) -> Installation:
+            resource: zm.Resource | None = None, device: int = 0,
+            torch_mode: str = "mempool") -> Installation:
     """Makes the chosen frameworks allocate CUDA memory of `device` from `resource` (default:
     a Pool over CudaDevice). Wrap the resource in Limit or Tracking and the limit and the leak
     report cover every framework at once.
 
+    torch_mode "mempool" (the default) keeps torch's caching allocator and its tools
+    (statistics, CUDA graphs, torch.compile's reduce-overhead) and has it take its segments
+    from zerohop; "allocator" replaces torch's allocator, so every tensor is a zerohop block
+    and torch's tools that need its own allocator fail (docs/memory.md has the table).
+
     Call it before the frameworks allocate on the device: PyTorch cannot swap an allocator it
-    has used, and Numba's memory manager is chosen when its context is created.
+    has used ("allocator" mode), and Numba's memory manager is chosen when its context is
+    created.
     """
+    if torch_mode not in TORCH_MODES:
+        raise ValueError(f"torch_mode must be one of {TORCH_MODES}, got {torch_mode!r}")
     if resource is None:
         resource = zm.Pool(zm.CudaDevice(device))
     if resource.device != f"cuda:{device}":
         raise ValueError(f"install needs a resource on cuda:{device}, got one on {resource.device}")
     done = Installation(resource, device)
-    for name, wanted in (("torch", torch), ("cupy", cupy), ("numba", numba)):
+    if torch:
+        share = zm.Stats(resource)
+        done._torch_route = _install_torch(share, device, torch_mode)
+        done.torch_mode = torch_mode
+        done.shares["torch"] = share
+    for name, wanted in (("cupy", cupy), ("numba", numba)):
         if wanted:
             share = zm.Stats(resource)
             globals()[f"_install_{name}"](share, device)
@@ -54,12 +81,14 @@ def install(torch: bool = False, cupy: bool = False, numba: bool = False, *,
     return done
 
 
-def _install_torch(share: zm.Resource, device: int) -> None:
+def _install_torch(share: zm.Resource, device: int, mode: str) -> Any:
     import torch
 
-    # torch's pluggable allocator calls the extension's C symbols, which allocate from the
+    # Both modes reach zerohop through the extension's C symbols, which allocate from the
     # device's current zerohop resource.
     zm.set_current(share)
+    if mode == "mempool":
+        return _TorchRoute(torch, device)
     allocator = torch.cuda.memory.CUDAPluggableAllocator(
         zm.library_path(), zm.C_MALLOC_SYMBOL, zm.C_FREE_SYMBOL
     )
@@ -68,8 +97,89 @@ def _install_torch(share: zm.Resource, device: int) -> None:
     except RuntimeError as e:
         raise RuntimeError(
             "torch has already allocated CUDA memory with its own allocator; call "
-            "zerohop.memory.install(torch=True) before torch's first CUDA allocation"
+            "zerohop.memory.install(torch=True, torch_mode='allocator') before torch's first "
+            "CUDA allocation, or use torch_mode='mempool'"
         ) from e
+    return None
+
+
+class _TorchRoute:
+    """torch's caching allocator keeps its bookkeeping (statistics, graph pools, live-block
+    checks) and takes its segments from zerohop: a torch MemPool over zerohop's C symbols,
+    made the pool of every allocation on the device, from every thread and stream (backward's
+    threads too). A graph capture's allocations still go to the graph's own private pool,
+    whose memory torch keeps for replays (measured: bench/torch_tools.py)."""
+
+    def __init__(self, torch: Any, device: int) -> None:
+        self.torch, self.device = torch, device
+        torch.cuda.init()
+        # The quiet symbol: torch checks for NULL here, frees its cache and retries, then
+        # raises its own OutOfMemoryError, to which zerohop's reason is added as a note.
+        self.allocator = torch.cuda.memory.CUDAPluggableAllocator(
+            zm.library_path(), zm.C_QUIET_MALLOC_SYMBOL, zm.C_FREE_SYMBOL
+        )
+        self.pool = torch.cuda.MemPool(self.allocator.allocator())
+        torch._C._cuda_beginAllocateToPool(device, self.pool.id)
+        # torch gives an allocation to the first routed pool: a second install takes over.
+        earlier = _ROUTES.get(device)
+        if earlier is not None:
+            earlier.retire()
+        _ROUTES[device] = self
+        _note_refusals_on_torch_oom(torch)
+        _empty_cache_returns_to_zerohop(torch)
+
+    def release_cached(self) -> None:
+        """torch's empty_cache frees only pools nobody uses, never the routed one: so the
+        route moves to a fresh pool and the old one is released (live tensors in it stay
+        valid), which lets empty_cache give its cached segments back to zerohop."""
+        fresh = self.torch.cuda.MemPool(self.allocator.allocator())
+        self.torch._C._cuda_beginAllocateToPool(self.device, fresh.id)
+        self.retire()
+        self.pool = fresh
+
+    def retire(self) -> None:
+        """Stops routing to this route's pool and releases it: its free segments go back to
+        zerohop at torch's next empty_cache, the rest as their tensors die."""
+        torch, device, old = self.torch, self.device, self.pool
+        torch._C._cuda_endAllocateToPool(device, old.id)
+        # The route's own reference; the MemPool object's goes when `old` is dropped.
+        torch._C._cuda_releasePool(device, old.id)
+
+
+def _note_refusals_on_torch_oom(torch: Any) -> None:
+    """torch raises its own OutOfMemoryError when the pool refuses; the note added here says
+    why in zerohop's numbers (requested, in use, limit)."""
+    error = torch.OutOfMemoryError
+    if getattr(error, "_zerohop_noted", False):
+        return
+    plain_init = error.__init__
+
+    def __init__(self: BaseException, *args: Any) -> None:
+        plain_init(self, *args)
+        reason = zm.take_refusal()
+        if reason is not None:
+            self.add_note(f"zerohop's pool refused the allocation: {reason}")
+
+    error.__init__ = __init__
+    error._zerohop_noted = True
+
+
+_ROUTES: dict[int, _TorchRoute] = {}
+
+
+def _empty_cache_returns_to_zerohop(torch: Any) -> None:
+    plain = torch.cuda.memory.empty_cache
+    if getattr(plain, "_zerohop_routes", False):
+        return
+
+    def empty_cache() -> None:
+        for route in _ROUTES.values():
+            route.release_cached()
+        plain()
+
+    empty_cache.__doc__ = plain.__doc__
+    empty_cache._zerohop_routes = True  # type: ignore[attr-defined]
+    torch.cuda.memory.empty_cache = torch.cuda.empty_cache = empty_cache
 
 
 def _install_cupy(share: zm.Resource, device: int) -> None:

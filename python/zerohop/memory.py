@@ -32,7 +32,7 @@ __all__ = [
     "Monotonic", "OutOfMemoryError", "Pool", "Resource", "Shared", "Stats", "System", "Tracking",
     "get_current",
     "install", "leaks", "reset_current", "set_current", "stats", "use_for_numpy",
-    "C_MALLOC_SYMBOL", "C_FREE_SYMBOL", "library_path",
+    "C_MALLOC_SYMBOL", "C_FREE_SYMBOL", "C_QUIET_MALLOC_SYMBOL", "library_path", "take_refusal",
 ]
 
 #: C symbols exported by the extension, with the signatures torch's CUDAPluggableAllocator
@@ -40,6 +40,9 @@ __all__ = [
 #: ``void zerohop_free(void*, ssize_t, int device, cudaStream_t)``; device -1 is the host.
 C_MALLOC_SYMBOL = "zerohop_malloc"
 C_FREE_SYMBOL = "zerohop_free"
+#: ``zerohop_malloc`` for callers that handle NULL themselves: nothing is raised on the
+#: calling thread; the reason waits for `take_refusal` there.
+C_QUIET_MALLOC_SYMBOL = "zerohop_malloc_quiet"
 
 
 def library_path() -> str:
@@ -124,6 +127,7 @@ def Log(upstream: Resource, path: str | os.PathLike[str]) -> Resource:
 set_current = _m.set_current
 get_current = _m.get_current
 reset_current = _m.reset_current
+take_refusal = _m.take_refusal
 
 
 def _find(resource: Resource | None, method: str) -> Any:

@@ -565,17 +565,34 @@ fn reset_current(device: &str) -> PyResult<()> {
 /// `framework_allocate`, which the C ABI's `zh_cuda_malloc` shares.
 #[no_mangle]
 pub extern "C" fn zerohop_malloc(size: isize, device: c_int, stream: *mut c_void) -> *mut c_void {
-    let outcome = std::panic::catch_unwind(|| {
-        zerohop::memory::framework_allocate(size, device, stream as usize)
-    });
-    match outcome {
-        Ok(Ok(ptr)) => ptr.as_ptr() as *mut c_void,
-        Ok(Err(err)) => {
-            report_refusal(err);
-            std::ptr::null_mut()
-        }
-        Err(_) => std::ptr::null_mut(),
+    framework_malloc(size, device, stream, true)
+}
+
+/// [`zerohop_malloc`] for callers that handle NULL themselves (torch's caching allocator over
+/// a MemPool frees its cache, retries, then raises its own error): nothing is raised, and the
+/// reason waits for `take_refusal` on this thread.
+#[no_mangle]
+pub extern "C" fn zerohop_malloc_quiet(
+    size: isize,
+    device: c_int,
+    stream: *mut c_void,
+) -> *mut c_void {
+    framework_malloc(size, device, stream, false)
+}
+
+fn framework_malloc(size: isize, device: c_int, stream: *mut c_void, raise: bool) -> *mut c_void {
+    let allocate = || zerohop::memory::framework_allocate(size, device, stream as usize);
+    match std::panic::catch_unwind(allocate) {
+        Ok(Ok(ptr)) => ptr.as_ptr().cast(),
+        Ok(Err(err)) if raise => report_refusal(err),
+        _ => std::ptr::null_mut(),
     }
+}
+
+/// Why the extension's allocator last refused on this thread (None after a success).
+#[pyfunction]
+fn take_refusal() -> Option<String> {
+    zerohop::memory::take_framework_refusal()
 }
 
 /// A C caller gets NULL for a refused allocation, and torch's pluggable allocator does not
@@ -584,8 +601,9 @@ pub extern "C" fn zerohop_malloc(size: isize, device: c_int, stream: *mut c_void
 /// allocator with the GIL released), which Python reports when torch returns — a SystemError
 /// caused by zerohop's OutOfMemoryError — instead of handing out the tensor. Threads with no
 /// Python caller get only the NULL.
-fn report_refusal(err: zerohop::Error) {
+fn report_refusal(err: zerohop::Error) -> *mut c_void {
     let _ = Python::try_attach(|py| crate::base::errors::to_py(err).restore(py));
+    std::ptr::null_mut()
 }
 
 /// C free entry point matching [`zerohop_malloc`]:
@@ -631,6 +649,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
         wrap_pyfunction!(set_current, m)?,
         wrap_pyfunction!(get_current, m)?,
         wrap_pyfunction!(reset_current, m)?,
+        wrap_pyfunction!(take_refusal, m)?,
     ] {
         m.add_function(f)?;
     }

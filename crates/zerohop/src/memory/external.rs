@@ -153,7 +153,7 @@ mod framework_tests {
     use crate::device::Device;
     use crate::memory::{
         framework_allocate, framework_deallocate, reset_current_resource, set_current_resource,
-        SystemResource, TrackingResource,
+        take_framework_refusal, LimitResource, SystemResource, TrackingResource,
     };
 
     /// A block made while one resource was current goes back to that resource after another
@@ -182,6 +182,38 @@ mod framework_tests {
         // SAFETY: a second free of the same block: refused before anything is touched.
         let twice = unsafe { framework_deallocate(ptr, 4096, 7, 0) }.unwrap_err();
         assert!(twice.to_string().contains("not a block"), "{twice}");
+        reset_current_resource(slot);
+    }
+
+    /// A framework that handles a NULL itself learns why from this thread's record: zerohop's
+    /// numbers (requested, in use, limit), cleared by the next success so a recovered refusal
+    /// is never blamed for a later failure.
+    #[test]
+    fn a_refusal_is_kept_for_the_thread_until_an_allocation_succeeds() {
+        let slot = Device::cuda(6);
+        set_current_resource(
+            slot,
+            Arc::new(LimitResource::new(Arc::new(SystemResource::new()), 1 << 16)),
+        );
+        assert!(framework_allocate(1 << 20, 6, 0).is_err());
+        let elsewhere = std::thread::spawn(take_framework_refusal).join().unwrap();
+        assert_eq!(elsewhere, None, "the record is the refusing thread's own");
+        let reason = take_framework_refusal().expect("the refusal was recorded");
+        assert!(
+            reason.contains("1048576") && reason.contains("65536"),
+            "{reason}"
+        );
+        assert_eq!(take_framework_refusal(), None, "taking it clears it");
+
+        assert!(framework_allocate(1 << 20, 6, 0).is_err());
+        let ptr = framework_allocate(64, 6, 0).unwrap();
+        assert_eq!(
+            take_framework_refusal(),
+            None,
+            "a success clears the record"
+        );
+        // SAFETY: `ptr` came from framework_allocate(64, 6, ..).
+        unsafe { framework_deallocate(ptr, 64, 6, 0) }.unwrap();
         reset_current_resource(slot);
     }
 }

@@ -25,6 +25,9 @@ mod system;
 #[cfg(test)]
 mod tests;
 mod tracking;
+mod virtual_space;
+#[cfg(test)]
+mod virtual_space_tests;
 
 use std::fmt;
 use std::ptr::NonNull;
@@ -43,7 +46,7 @@ pub use pool::{
 };
 pub use registry::{
     current_resource, framework_allocate, framework_deallocate, reset_current_resource,
-    set_current_resource,
+    set_current_resource, take_framework_refusal,
 };
 pub use shared::{
     attach, handle_for, machine_boot_id, mapped_segments, Attached, SharedHandle, SharedResource,
@@ -55,6 +58,7 @@ pub use tracking::{
     contexts_recorded, set_allocation_context, AllocationContext, InvalidFree, LiveAllocation,
     TrackingResource,
 };
+pub use virtual_space::{AddressSpace, VirtualResource};
 
 use crate::device::Device;
 use crate::error::Result;
@@ -87,6 +91,14 @@ pub trait MemoryResource: Send + Sync + fmt::Debug {
     fn order_reuse(&self, freed_on: Stream, next: Stream) -> Result<()> {
         let _ = (freed_on, next);
         Ok(())
+    }
+
+    /// `Some(granule)` when this resource hands out chunks of one reserved address range, each
+    /// a multiple of `granule` long, placed so that chunks may touch: a pool above may then
+    /// merge free memory across chunk boundaries (no fragment is stranded at a chunk's end),
+    /// while still giving each chunk back whole. `None` (the default): chunks are unrelated.
+    fn contiguous_granule(&self) -> Option<usize> {
+        None
     }
 
     /// Whether memory from `self` may be freed through `other`. Identity by default.

@@ -130,6 +130,9 @@ struct PoolState {
     upstream_blocks: HashMap<usize, (usize, usize)>,
     reserved: usize,
     in_use: usize,
+    /// Upstream's granule when its chunks may touch and merge (see
+    /// [`MemoryResource::contiguous_granule`]); None: free ranges stop at chunk boundaries.
+    merge_granule: Option<usize>,
 }
 
 impl Default for PoolState {
@@ -144,6 +147,7 @@ impl Default for PoolState {
             upstream_blocks: HashMap::new(),
             reserved: 0,
             in_use: 0,
+            merge_granule: None,
         }
     }
 }
@@ -191,18 +195,20 @@ impl PoolState {
         }
     }
 
-    /// Returns a block to the free ranges, merging with neighbours inside its chunk; the
-    /// merged range remembers every stream its parts were freed on.
+    /// Returns a block to the free ranges, merging with neighbours inside its chunk (or
+    /// across chunks whose upstream lets them merge); the merged range remembers every
+    /// stream its parts were freed on.
     fn free_range(&mut self, mut addr: usize, mut size: usize, mut streams: Streams) {
         let next = addr + size;
-        if !self.chunks.contains_key(&next) {
+        let across = self.merge_granule.is_some();
+        if across || !self.chunks.contains_key(&next) {
             if let Some(&next_size) = self.free_by_addr.get(&next) {
                 let theirs = self.remove_range(next, next_size);
                 merge_streams(&mut streams, theirs);
                 size += next_size;
             }
         }
-        if !self.chunks.contains_key(&addr) {
+        if across || !self.chunks.contains_key(&addr) {
             if let Some((&prev, &prev_size)) = self.free_by_addr.range(..addr).next_back() {
                 if prev + prev_size == addr {
                     let theirs = self.remove_range(prev, prev_size);
@@ -213,6 +219,17 @@ impl PoolState {
             }
         }
         self.insert_range(addr, size, streams);
+    }
+
+    /// The length of the free range that ends where the highest chunk ends (0 if none).
+    fn free_at_top(&self) -> usize {
+        let Some((&top, &top_size)) = self.chunks.iter().next_back() else {
+            return 0;
+        };
+        match self.free_by_addr.range(..top + top_size).next_back() {
+            Some((&addr, &size)) if addr + size == top + top_size => size,
+            _ => 0,
+        }
     }
 
     /// A cached block of `class`, preferring one freed on `stream` among the most recent.
@@ -255,10 +272,14 @@ fn expose(ptr: NonNull<u8>) -> usize {
 
 impl PoolResource {
     pub fn new(upstream: Arc<dyn MemoryResource>, config: PoolConfig) -> Self {
+        let state = PoolState {
+            merge_granule: upstream.contiguous_granule(),
+            ..PoolState::default()
+        };
         PoolResource {
             upstream,
             config,
-            state: Mutex::new(PoolState::default()),
+            state: Mutex::new(state),
         }
     }
 
@@ -277,16 +298,35 @@ impl PoolResource {
         }
     }
 
+    /// Adds a chunk from upstream so that a free range of `size` bytes exists.
     fn grow(&self, state: &mut PoolState, size: usize) -> Result<()> {
+        self.grow_once(state, size, true)?;
+        if state.free_by_size.range((size, 0)..).next().is_none() {
+            // The chunk did not land next to the top range (upstream filled a hole below
+            // it): one more, holding the whole request.
+            self.grow_once(state, size, false)?;
+        }
+        Ok(())
+    }
+
+    fn grow_once(&self, state: &mut PoolState, size: usize, join_top: bool) -> Result<()> {
         let wanted = if state.reserved == 0 {
             self.config.initial.max(DEFAULT_GROWTH)
         } else {
             state.reserved.max(DEFAULT_GROWTH)
         };
-        let mut chunk = size.max(wanted);
+        let granule = state.merge_granule.unwrap_or(POOL_ALIGNMENT);
+        // Merging chunks: the free range at the top of the pool joins the new chunk, which
+        // then only has to hold the rest of the request.
+        let top = match state.merge_granule {
+            Some(_) if join_top => state.free_at_top().min(size),
+            _ => 0,
+        };
+        let needed = size - top;
+        let mut chunk = needed.max(wanted);
         if let Some(maximum) = self.config.maximum {
-            let room = maximum.saturating_sub(state.reserved);
-            if size > room {
+            let room = maximum.saturating_sub(state.reserved) / granule * granule;
+            if needed > room {
                 return Err(Error::OutOfMemory {
                     requested: size,
                     device: self.upstream.device(),
@@ -298,20 +338,22 @@ impl PoolResource {
             }
             chunk = chunk.min(room);
         }
-        let chunk = chunk.next_multiple_of(POOL_ALIGNMENT);
+        let needed = needed.next_multiple_of(granule);
+        let chunk = chunk.next_multiple_of(granule).max(needed);
         let (ptr, chunk) = match self.upstream.allocate(chunk, POOL_ALIGNMENT, Stream::HOST) {
             Ok(ptr) => (ptr, chunk),
             // A doubling step may be more than upstream can give; the request alone may fit.
-            Err(_) if chunk > size => (
-                self.upstream.allocate(size, POOL_ALIGNMENT, Stream::HOST)?,
-                size,
+            Err(_) if chunk > needed => (
+                self.upstream
+                    .allocate(needed, POOL_ALIGNMENT, Stream::HOST)?,
+                needed,
             ),
             Err(err) => return Err(err),
         };
         let addr = expose(ptr);
         state.chunks.insert(addr, chunk);
         state.reserved += chunk;
-        state.insert_range(addr, chunk, Vec::new());
+        state.free_range(addr, chunk, Vec::new());
         Ok(())
     }
 
@@ -388,15 +430,31 @@ impl PoolResource {
     pub fn release(&self) -> usize {
         let mut state = self.state();
         state.unclass();
-        let idle: Vec<(usize, usize)> = state
+        // A chunk is idle when one free range covers it (with merging, that range may reach
+        // into its neighbours, which keep their parts).
+        let idle: Vec<(usize, usize, usize, usize)> = state
             .chunks
             .iter()
-            .filter(|&(start, size)| state.free_by_addr.get(start) == Some(size))
-            .map(|(&s, &z)| (s, z))
+            .filter_map(|(&start, &size)| {
+                let (&addr, &free) = state.free_by_addr.range(..=start).next_back()?;
+                (addr + free >= start + size).then_some((start, size, addr, free))
+            })
             .collect();
         let mut released = 0;
-        for (start, size) in idle {
-            let _ = state.remove_range(start, size);
+        for (start, size, _, _) in idle {
+            // Ranges change as chunks go: look the covering one up again.
+            let (&addr, &free) = state
+                .free_by_addr
+                .range(..=start)
+                .next_back()
+                .expect("the covering free range stays while its chunks go");
+            let streams = state.remove_range(addr, free);
+            if start > addr {
+                state.insert_range(addr, start - addr, streams.clone());
+            }
+            if addr + free > start + size {
+                state.insert_range(start + size, addr + free - start - size, streams);
+            }
             state.chunks.remove(&start);
             state.reserved -= size;
             released += size;
@@ -443,7 +501,12 @@ impl MemoryResource for PoolResource {
             None => match self.grow(&mut state, size) {
                 Ok(()) => state
                     .take_best_fit(size)
-                    .expect("a chunk of at least `size` bytes was just added"),
+                    .ok_or_else(|| Error::OutOfMemory {
+                        requested: bytes,
+                        device: self.upstream.device(),
+                        reason: "upstream's new chunk did not make a free range large enough"
+                            .into(),
+                    })?,
                 Err(err) => {
                     // Before failing, merge cached class blocks: together they may fit.
                     state.unclass();

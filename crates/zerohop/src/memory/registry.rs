@@ -69,11 +69,40 @@ pub fn reset_current_resource(device: Device) {
 /// NULL stream, is the legacy default stream; host allocations have none). The C ABI's `zh_cuda_malloc` and the Python extension's
 /// `zerohop_malloc` are this function behind their own symbols.
 pub fn framework_allocate(size: isize, device: i32, stream: usize) -> Result<NonNull<u8>> {
+    let outcome = allocate_for_framework(size, device, stream);
+    LAST_REFUSAL.with(|last| {
+        let mut last = last.borrow_mut();
+        match &outcome {
+            Err(err) => *last = Some(err.to_string()),
+            // A refusal the framework recovered from (it freed its cache and asked again)
+            // must not be blamed for a later, unrelated failure.
+            Ok(_) if last.is_some() => *last = None,
+            Ok(_) => {}
+        }
+    });
+    outcome
+}
+
+fn allocate_for_framework(size: isize, device: i32, stream: usize) -> Result<NonNull<u8>> {
     let resource = framework_resource(device)?;
     let stream = Stream::from_allocator(resource.device(), stream);
     let ptr = resource.allocate(framework_size(size)?, POOL_ALIGNMENT, stream)?;
     framework_blocks().insert(ptr.as_ptr() as usize, resource);
     Ok(ptr)
+}
+
+thread_local! {
+    /// Why [`framework_allocate`] last refused on this thread, until an allocation succeeds or
+    /// [`take_framework_refusal`] takes it: a framework that handles the NULL itself (torch's
+    /// caching allocator over a MemPool) raises its own out-of-memory error, and this is how
+    /// that error learns zerohop's numbers (requested, in use, limit).
+    static LAST_REFUSAL: std::cell::RefCell<Option<String>> = const { std::cell::RefCell::new(None) };
+}
+
+/// The reason of this thread's last refused [`framework_allocate`], if no allocation succeeded
+/// since; taking it clears it.
+pub fn take_framework_refusal() -> Option<String> {
+    LAST_REFUSAL.with(|last| last.borrow_mut().take())
 }
 
 /// Gives back a block of [`framework_allocate`]; a negative size is refused, nothing freed.

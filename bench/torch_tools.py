@@ -1,0 +1,313 @@
+"""torch's own tools with zerohop's pool underneath, measured: each tool a torch user reaches
+for, run in a fresh process per way of installing the pool, and a table of what works.
+
+    python bench/torch_tools.py [--modes torch,allocator,mempool] [--out FILE]
+
+Modes: "torch" (torch's own allocator, the reference), "allocator" (zerohop replaces torch's
+allocator: `install(torch=True, torch_mode="allocator")`), "mempool" (torch's caching allocator
+keeps its bookkeeping and takes its segments from zerohop: the default `install(torch=True)`).
+Needs a CUDA GPU. A row passes only when the tool gives the right answer, not merely no error:
+graph replays are compared with eager results after the memory around them was reused.
+"""
+
+from __future__ import annotations
+
+import argparse
+import concurrent.futures
+import json
+import os
+import subprocess
+import sys
+import time
+
+MODES = ("torch", "allocator", "mempool")
+MiB = 1 << 20
+
+
+def install(mode: str, *, cupy: bool = False, limit: int | None = None, late: bool = False):
+    if mode == "torch":
+        return None
+    import zerohop.memory as zm
+
+    if late:
+        import torch
+
+        torch.empty(1, device="cuda")
+
+    resource = zm.Pool(zm.CudaDevice(0))
+    if limit is not None:
+        resource = zm.Limit(resource, limit)
+    return zm.install(torch=True, cupy=cupy, resource=resource, torch_mode=mode)
+
+
+def zerohop_bytes(installed) -> int | None:
+    if installed is None:
+        return None
+    return installed.stats()["torch"]["current_bytes"]
+
+
+def small_model(torch):
+    torch.manual_seed(0)
+    return torch.nn.Sequential(
+        torch.nn.Linear(256, 512), torch.nn.GELU(), torch.nn.Linear(512, 256)
+    ).cuda()
+
+
+def train(torch, model, steps: int, compiled=None):
+    run = compiled or model
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    g = torch.Generator(device="cuda").manual_seed(1)
+    losses = []
+    for _ in range(steps):
+        x = torch.randn(64, 256, device="cuda", generator=g)
+        loss = (run(x) - x).pow(2).mean()
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    return losses
+
+
+def row_compile(torch, installed, mode_kw):
+    model = small_model(torch)
+    eager = small_model(torch)
+    got = train(torch, model, 20, torch.compile(model, **mode_kw))
+    want = train(torch, eager, 20)
+    close = all(abs(a - b) <= 1e-3 * max(1.0, abs(b)) for a, b in zip(got, want))
+    return close, f"last loss {got[-1]:.5f} (eager {want[-1]:.5f})"
+
+
+def row_torch_compile(torch, installed):
+    return row_compile(torch, installed, {})
+
+
+def row_reduce_overhead(torch, installed):
+    return row_compile(torch, installed, {"mode": "reduce-overhead"})
+
+
+def row_graph_replay(torch, installed, pool=None):
+    model = small_model(torch)
+    static_in = torch.randn(64, 256, device="cuda")
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side), torch.no_grad():
+        for _ in range(3):
+            model(static_in)
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    before = zerohop_bytes(installed)
+    with torch.no_grad(), torch.cuda.graph(graph, pool=None if pool is None else pool.id):
+        static_out = model(static_in)
+    grown = None if before is None else zerohop_bytes(installed) - before
+    in_graph_pool = sum(
+        s["total_size"] for s in torch.cuda.memory_snapshot()
+        if tuple(s.get("segment_pool_id", ())) == tuple(graph.pool())
+    )
+    # Eager work after the capture may reuse any memory the graph does not own.
+    poison = [torch.full((64, 512), float("nan"), device="cuda") for _ in range(32)]
+    fresh = torch.randn(64, 256, device="cuda")
+    static_in.copy_(fresh)
+    graph.replay()
+    with torch.no_grad():
+        want = model(fresh)
+    ok = torch.allclose(static_out, want, atol=1e-5)
+    del poison
+    if pool is not None:
+        ok = ok and grown >= in_graph_pool > 0
+    return ok, (f"replay {'matches' if ok else 'DIFFERS from'} eager; graph pool holds "
+                f"{in_graph_pool // 1024} KiB; zerohop grew {grown if grown is None else grown // 1024} KiB")
+
+
+def row_graph_in_zerohop(torch, installed):
+    if installed is None or installed.torch_mode != "mempool":
+        return False, "needs torch_mode='mempool'"
+    return row_graph_replay(torch, installed, installed.graph_pool())
+
+
+def row_memory_allocated(torch, installed):
+    x = torch.empty(64 * MiB, dtype=torch.uint8, device="cuda")
+    got = torch.cuda.memory_allocated()
+    seen = zerohop_bytes(installed)
+    ok = got >= 64 * MiB and (seen is None or seen >= 64 * MiB)
+    del x
+    return ok, f"memory_allocated {got // MiB} MiB, zerohop's torch share {seen if seen is None else seen // MiB} MiB"
+
+
+def row_peak(torch, installed):
+    torch.cuda.reset_peak_memory_stats()
+    y = torch.empty(128 * MiB, dtype=torch.uint8, device="cuda")
+    del y
+    peak = torch.cuda.max_memory_allocated()
+    return peak >= 128 * MiB, f"max_memory_allocated {peak // MiB} MiB"
+
+
+def row_empty_cache(torch, installed):
+    keep = torch.full((1 << 20,), 7.0, device="cuda")
+    x = torch.empty(256 * MiB, dtype=torch.uint8, device="cuda")
+    del x
+    before = zerohop_bytes(installed)
+    torch.cuda.empty_cache()
+    after = zerohop_bytes(installed)
+    # A tensor alive across empty_cache keeps its memory and values; its death and the next
+    # empty_cache give the rest back.
+    churn = [torch.zeros(1 << 20, device="cuda") for _ in range(8)]
+    intact = bool((keep == 7.0).all())
+    del keep, churn
+    torch.cuda.empty_cache()
+    last = zerohop_bytes(installed)
+    ok = intact and (after is None or (after < 256 * MiB and last == 0))
+    return ok, f"zerohop's torch share {before} -> {after} -> {last} bytes; live tensor intact: {intact}"
+
+
+def row_backward_reach(torch, installed):
+    model = torch.nn.Sequential(*[torch.nn.Linear(1024, 1024) for _ in range(8)]).cuda()
+    torch.cuda.reset_peak_memory_stats()
+    for _ in range(3):
+        loss = model(torch.randn(512, 1024, device="cuda")).pow(2).mean()
+        loss.backward()
+    reserved = torch.cuda.memory_reserved() if installed is None or installed.torch_mode != "allocator" else None
+    seen = zerohop_bytes(installed)
+    if installed is None:
+        return True, f"torch reserves {reserved // MiB} MiB"
+    if reserved is None:
+        return seen > 0, f"zerohop holds {seen // MiB} MiB (torch cannot say what it reserves)"
+    return seen >= reserved, f"torch reserves {reserved // MiB} MiB, zerohop holds {seen // MiB} MiB"
+
+
+def row_cupy_shares(torch, installed):
+    import cupy
+
+    t = torch.ones(MiB, device="cuda")
+    c = cupy.ones(MiB, dtype=cupy.float32)
+    if installed is None:
+        return True, "not shared (torch's own allocator)"
+    stats = installed.stats()
+    ok = stats["torch"]["current_bytes"] >= 4 * MiB and stats["cupy"]["current_bytes"] >= 4 * MiB
+    del t, c
+    return ok, f"torch {stats['torch']['current_bytes'] // MiB} MiB, cupy {stats['cupy']['current_bytes'] // MiB} MiB"
+
+
+def row_out_of_memory(torch, installed):
+    try:
+        big = torch.empty(1 << 30, dtype=torch.uint8, device="cuda")
+    except Exception as e:  # noqa: BLE001 - which error torch raises is what is measured
+        cause = e.__cause__ or e.__context__
+        text = f"{type(e).__name__}: {str(e).splitlines()[0][:80]}"
+        if cause is not None:
+            text += f" (cause {type(cause).__name__}: {str(cause)[:160]})"
+        notes = getattr(e, "__notes__", [])
+        text += "".join(f" (note: {n[:160]})" for n in notes)
+        said = "1073741824" in text and "268435456" in text
+        return isinstance(e, (torch.OutOfMemoryError, MemoryError)) and said, text
+    del big
+    return installed is None, "no error (no limit)"
+
+
+def row_late_install(torch, installed):
+    x = torch.empty(16 * MiB, dtype=torch.uint8, device="cuda")
+    seen = zerohop_bytes(installed)
+    del x
+    return seen is None or seen >= 16 * MiB, f"zerohop's torch share {seen} bytes"
+
+
+ROWS = {
+    "torch.compile, 20 steps": (row_torch_compile, {}),
+    'torch.compile mode="reduce-overhead", 20 steps': (row_reduce_overhead, {}),
+    "torch.cuda.graph capture, replay after reuse": (row_graph_replay, {}),
+    "torch.cuda.graph in installed.graph_pool()": (row_graph_in_zerohop, {}),
+    "memory_allocated()": (row_memory_allocated, {}),
+    "reset_peak_memory_stats / max_memory_allocated": (row_peak, {}),
+    "empty_cache() returns memory": (row_empty_cache, {}),
+    "backward's memory from the pool": (row_backward_reach, {}),
+    "CuPy and torch share the pool": (row_cupy_shares, {"cupy": True}),
+    "1 GiB past a 256 MiB limit": (row_out_of_memory, {"limit": 256 * MiB}),
+    "install after torch allocated": (row_late_install, {"late": True}),
+}
+
+
+def child(mode: str, row: str) -> None:
+    import torch
+
+    fn, kw = ROWS[row]
+    try:
+        installed = install(mode, **kw)
+        ok, detail = fn(torch, installed)
+        torch.cuda.synchronize()
+    except Exception as e:  # noqa: BLE001 - any failure is the measured result
+        ok, detail = False, f"{type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}"
+    print(json.dumps({"ok": bool(ok), "detail": detail}))
+
+
+def alloc_free_us(mode: str) -> None:
+    """Python-level torch.empty + del pairs, µs each, per size."""
+    import torch
+
+    install(mode)
+    out = {}
+    for label, n in (("256 B", 256), ("1 MiB", MiB), ("64 MiB", 64 * MiB)):
+        for _ in range(100):
+            torch.empty(n, dtype=torch.uint8, device="cuda")
+        reps = 20000
+        start = time.perf_counter()
+        for _ in range(reps):
+            torch.empty(n, dtype=torch.uint8, device="cuda")
+        out[label] = (time.perf_counter() - start) / reps * 1e6
+    print(json.dumps(out))
+
+
+def run_child(args: list[str]) -> dict:
+    try:
+        done = subprocess.run([sys.executable, __file__, *args], capture_output=True, text=True,
+                              timeout=400)
+    except subprocess.TimeoutExpired:
+        return {"ok": False, "detail": "timed out (400 s)"}
+    lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
+    if not lines:
+        return {"ok": False, "detail": f"exit {done.returncode}: {done.stderr.strip().splitlines()[-1:]}"}
+    return json.loads(lines[-1])
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--modes", default=",".join(MODES))
+    parser.add_argument("--out")
+    parser.add_argument("--jobs", type=int, default=6)
+    parser.add_argument("--child", nargs=2, metavar=("MODE", "ROW"))
+    parser.add_argument("--timing", metavar="MODE")
+    args = parser.parse_args()
+    if args.child:
+        child(*args.child)
+        return 0
+    if args.timing:
+        alloc_free_us(args.timing)
+        return 0
+    modes = args.modes.split(",")
+    jobs = {(m, r): ["--child", m, r] for m in modes for r in ROWS}
+    with concurrent.futures.ThreadPoolExecutor(args.jobs) as ex:
+        results = dict(zip(jobs, ex.map(run_child, jobs.values())))
+    timings = {m: run_child(["--timing", m]) for m in modes}
+    lines = ["| what a torch user does | " + " | ".join(modes) + " |",
+             "|---" * (len(modes) + 1) + "|"]
+    for r in ROWS:
+        cells = []
+        for m in modes:
+            res = results[(m, r)]
+            cells.append(("works" if res["ok"] else "**fails**") + ": " + res["detail"].replace("|", "/"))
+        lines.append(f"| {r} | " + " | ".join(cells) + " |")
+    for size in ("256 B", "1 MiB", "64 MiB"):
+        cells = [f"{timings[m][size]:.2f} µs" if size in timings[m] else timings[m].get("detail", "?")
+                 for m in modes]
+        lines.append(f"| torch.empty + free, {size} | " + " | ".join(cells) + " |")
+    table = "\n".join(lines)
+    print(table)
+    if args.out:
+        with open(args.out, "w") as f:
+            f.write(f"# torch's tools with zerohop's pool\n\n{os.environ.get('ZH_DEVICE', '')}\n\n{table}\n")
+    failed = [(m, r) for (m, r), res in results.items() if m == "mempool" and not res["ok"]]
+    for m, r in failed:
+        print(f"mempool mode fails: {r}", file=sys.stderr)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

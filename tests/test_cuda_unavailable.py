@@ -51,3 +51,11 @@ def test_reading_a_csv_onto_a_missing_gpu_says_so(tmp_path):
     assert report["bytes"] == path.stat().st_size
     assert report["fallback"] is None and report["host_lines"] == 0
     assert [name for name, _ in report["timings"]] == ["parse on host"]
+
+
+@pytest.mark.parametrize("make", ["CudaDevice", "CudaVirtual", "CudaAsync", "CudaManaged", "CudaPinned"])
+def test_every_cuda_resource_refuses_cleanly_without_a_gpu(make):
+    import zerohop.memory as zm
+
+    with pytest.raises(ValueError, match=r"cuda:0 does not exist \(0 device\(s\) visible\)"):
+        getattr(zm, make)(0)

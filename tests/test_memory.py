@@ -270,3 +270,48 @@ def test_many_threads_share_one_pool_without_losing_blocks():
     zm.reset_current()
     pool.release()
     assert tracker.leaks() == []
+
+
+def test_on_failure_frees_then_retries_once_and_survives_a_bad_callback(monkeypatch):
+    limit = zm.Limit(zm.System(), 1 << 20)
+    hog = [zm.Block(limit, 900 << 10)]
+    asked = []
+
+    def spill(nbytes):
+        asked.append(nbytes)
+        hog.clear()  # the Block's death frees its memory
+        return True
+
+    guarded = zm.OnFailure(limit, spill)
+    block = zm.Block(guarded, 512 << 10)
+    assert asked == [512 << 10] and block.ptr
+    assert repr(guarded).startswith("OnFailure")
+
+    # Asked to retry with nothing freed: one retry, then zerohop's numbers.
+    with pytest.raises(zm.OutOfMemoryError, match="requested 2097152"):
+        zm.Block(guarded, 2 << 20)
+    assert asked == [512 << 10, 2 << 20]
+
+    # A callback that raises: reported to sys.unraisablehook, counted as giving up.
+    unraisable = []
+    monkeypatch.setattr("sys.unraisablehook", unraisable.append)
+    failing = zm.OnFailure(limit, lambda n: 1 / 0)
+    with pytest.raises(zm.OutOfMemoryError):
+        zm.Block(failing, 2 << 20)
+    assert len(unraisable) == 1 and unraisable[0].exc_type is ZeroDivisionError
+
+    # A callback allocating through the same resource gets a plain refusal, no recursion.
+    inner = []
+
+    def greedy(nbytes):
+        try:
+            zm.Block(reentrant, nbytes)
+        except zm.OutOfMemoryError as e:
+            inner.append(e)
+        return False
+
+    reentrant = zm.OnFailure(limit, greedy)
+    with pytest.raises(zm.OutOfMemoryError):
+        zm.Block(reentrant, 2 << 20)
+    assert len(inner) == 1
+    assert zm.Block(reentrant, 1024).nbytes == 1024, "still usable"

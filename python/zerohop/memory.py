@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 from types import TracebackType
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, cast
 
 from ._zerohop import OutOfMemoryError
@@ -28,7 +29,8 @@ Resource = _m.Resource
 Block = _m.Block
 
 __all__ = [
-    "Arena", "Block", "CudaAsync", "CudaDevice", "CudaManaged", "CudaPinned", "Limit", "Log",
+    "Arena", "Block", "CudaAsync", "CudaDevice", "CudaManaged", "CudaPinned", "CudaVirtual",
+    "Limit", "Log", "OnFailure",
     "Monotonic", "OutOfMemoryError", "Pool", "Resource", "Shared", "Stats", "System", "Tracking",
     "get_current",
     "install", "leaks", "reset_current", "set_current", "stats", "use_for_numpy",
@@ -69,6 +71,14 @@ def CudaDevice(device: int = 0) -> Resource:
     return _m.cuda_device(device)
 
 
+def CudaVirtual(device: int = 0, reserve: int | None = None) -> Resource:
+    """Device memory backed as it is asked for, in chunks of one address range of `reserve`
+    bytes (default: the device's memory) reserved once with CUDA's virtual memory API. A
+    Pool over it merges free memory across its chunks, so it grows to every byte of its
+    maximum; ``Pool.release()`` unmaps idle chunks and gives them back to the driver."""
+    return _m.cuda_virtual(device, reserve)
+
+
 def CudaAsync(device: int = 0) -> Resource:
     """Stream-ordered device memory (cuMemAllocAsync on the device's memory pool)."""
     return _m.cuda_async(device)
@@ -107,6 +117,14 @@ def Monotonic(upstream: Resource | None = None, *, chunk: int = 64 << 20) -> Res
 def Limit(upstream: Resource, nbytes: int) -> Resource:
     """Refuses allocations beyond `nbytes` outstanding with OutOfMemoryError (a MemoryError)."""
     return _m.limit(upstream, int(nbytes))
+
+
+def OnFailure(upstream: Resource, callback: Callable[[int], object]) -> Resource:
+    """When `upstream` refuses an allocation, calls ``callback(nbytes)`` (free caches, spill to
+    the host) and, if it returns true, tries once more. The callback runs holding the GIL; an
+    allocation it makes through this resource that fails is refused plainly (no second
+    callback); an exception it raises goes to `sys.unraisablehook` and counts as giving up."""
+    return _m.on_failure(upstream, callback)
 
 
 def Stats(upstream: Resource) -> Resource:

@@ -245,3 +245,124 @@ def test_frameworks_share_one_pool_with_one_limit_and_no_leaks(numba):
     print(run.stdout, run.stderr[-3000:])
     assert run.returncode == 0, run.stderr[-3000:]
     assert "ok" in run.stdout
+
+
+MiB = 1 << 20
+
+
+def fill_pool(pool, size, streams=(0,)):
+    """Blocks of `size` bytes until the pool refuses; each written on its stream."""
+    blocks = []
+    while True:
+        stream = streams[len(blocks) % len(streams)]
+        try:
+            p = pool.allocate(size, stream=stream)
+        except MemoryError:
+            return blocks
+        blocks.append((p, size, stream))
+
+
+def free_blocks(pool, blocks):
+    for p, size, stream in blocks:
+        pool.deallocate(p, size, stream=stream)
+
+
+def test_a_growable_pool_reaches_every_byte_of_its_maximum_where_a_fixed_one_cannot():
+    """rapidsai/rmm#1957's pattern: initial size, then growth to the maximum in chunks. Blocks
+    of 320 MiB leave fragments at each chunk's end; over one reserved range they merge."""
+    maximum, initial, block = 4096 * MiB, 1024 * MiB, 320 * MiB
+    growable = zm.Pool(zm.CudaVirtual(0, reserve=maximum), initial=initial, maximum=maximum)
+    blocks = fill_pool(growable, block)
+    rest = maximum - len(blocks) * block
+    last = growable.allocate(rest)
+    assert growable.usage()["reserved"] == maximum
+    # Writes reach every block, those across chunk boundaries too.
+    for i, (p, size, _) in enumerate(blocks):
+        as_torch(p, size // 4).fill_(float(i))
+    torch.cuda.synchronize()
+    assert all(as_torch(p, size // 4)[-1].item() == float(i) for i, (p, size, _) in enumerate(blocks))
+    free_blocks(growable, blocks + [(last, rest, 0)])
+    whole = growable.allocate(maximum)
+    as_torch(whole, maximum // 4).fill_(1.0)
+    torch.cuda.synchronize()
+    growable.deallocate(whole, maximum)
+
+    fixed = zm.Pool(zm.CudaDevice(0), initial=initial, maximum=maximum)
+    blocks = fill_pool(fixed, block)
+    with pytest.raises(MemoryError):
+        fixed.allocate(rest)
+    free_blocks(fixed, blocks)
+    with pytest.raises(MemoryError):
+        fixed.allocate(maximum)
+    assert fixed.release() == maximum and growable.release() == maximum
+
+
+def test_alternating_four_streams_up_to_95_percent_never_fail():
+    """rapidsai/rmm#2039's pattern: sizes varying, 4 streams in turn, to 95 % of the maximum,
+    freed crosswise and made again, with kernels writing each block on its stream."""
+    maximum = 2048 * MiB
+    pool = zm.Pool(zm.CudaVirtual(0, reserve=maximum), initial=256 * MiB, maximum=maximum)
+    streams = [torch.cuda.Stream() for _ in range(4)]
+    sizes = [37 * MiB + 4096, 3 * MiB, 101 * MiB, 12 * MiB + 256]
+    for round_ in range(4):
+        live, total, i = [], 0, round_
+        while total + sizes[i % 4] <= maximum * 95 // 100:
+            size, stream = sizes[i % 4], streams[i % 4]
+            p = pool.allocate(size, stream=stream.cuda_stream)
+            with torch.cuda.stream(stream):
+                as_torch(p, size // 4).fill_(float(i))
+            live.append((p, size, stream))
+            total += size
+            i += 1
+        for k, (p, size, stream) in enumerate(live):
+            on = stream if k % 2 == 0 else streams[(k + 1) % 4]
+            on.wait_stream(stream)
+            pool.deallocate(p, size, stream=on.cuda_stream)
+    torch.cuda.synchronize()
+    assert pool.usage()["in_use"] == 0
+
+
+def test_release_gives_idle_chunks_back_to_the_driver():
+    pool = zm.Pool(zm.CudaVirtual(0, reserve=8192 * MiB), initial=1024 * MiB, maximum=4096 * MiB)
+    blocks = fill_pool(pool, 512 * MiB)
+    torch.cuda.synchronize()
+    free_before = torch.cuda.mem_get_info()[0]
+    keep = blocks.pop(0)
+    free_blocks(pool, blocks)
+    released = pool.release()
+    assert released >= 2048 * MiB, released
+    free_after = torch.cuda.mem_get_info()[0]
+    assert free_after - free_before >= released * 9 // 10, (free_before, free_after, released)
+    # The kept block still works, and the pool grows back into the holes.
+    as_torch(keep[0], keep[1] // 4).fill_(3.0)
+    again = fill_pool(pool, 512 * MiB)
+    assert len(again) == len(blocks)
+    free_blocks(pool, again + [keep])
+
+
+def test_a_pool_growing_while_torch_captures_a_graph_is_a_documented_outcome():
+    """The pool maps a new chunk (cuMemCreate/cuMemMap, not stream work) while another stream
+    captures: either it works and the graph replays, or the capture fails with torch's
+    error; never a crash, and the pool stays usable."""
+    pool = zm.Pool(zm.CudaVirtual(0, reserve=1024 * MiB), initial=64 * MiB, maximum=1024 * MiB)
+    x = torch.zeros(1 << 20, device="cuda")
+    graph = torch.cuda.CUDAGraph()
+    outcome = "captured"
+    try:
+        with torch.cuda.graph(graph):
+            y = x + 1
+            grown = pool.allocate(256 * MiB)  # more than the first chunk: the pool grows
+    except RuntimeError as e:
+        outcome = f"capture failed: {e}"
+        grown = None
+    print("growth during capture:", outcome)
+    if grown is None:
+        grown = pool.allocate(256 * MiB)
+    else:
+        graph.replay()
+        torch.cuda.synchronize()
+        assert y[0].item() == 1.0
+    as_torch(grown, 256 * MiB // 4).fill_(2.0)
+    torch.cuda.synchronize()
+    pool.deallocate(grown, 256 * MiB)
+    assert pool.usage()["in_use"] == 0

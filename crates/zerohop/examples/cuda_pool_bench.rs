@@ -1,7 +1,9 @@
 //! Device allocation latency on a GPU machine: zerohop's Pool over cuMemAlloc against
 //! cuMemAlloc/cuMemFree itself, per alloc+free pair (median of repeats), from Rust (no
 //! Python call overhead). Built here, carried to the GPU machine, run by scripts/gpu-check.sh.
-//! Goal (issue 8): the pool ≥ 1000× faster than cudaMalloc/cudaFree.
+//! Goal (issue 8): the pool ≥ 1000× faster than cudaMalloc/cudaFree. Beside it, the growable
+//! pool (the same Pool over one reserved address range, `cuda_virtual`): goal (issue 42)
+//! ≤ 1.2× the fixed pool's time per pair.
 
 use std::hint::black_box;
 use std::sync::Arc;
@@ -43,17 +45,24 @@ fn main() {
     }
     let device: Arc<dyn MemoryResource> = Arc::new(CudaDeviceResource::new(0).expect("cuda:0"));
     let pool = PoolResource::new(device.clone(), PoolConfig::default());
-    println!("| alloc+free (Rust calls) | zerohop Pool (ns) | cuMemAlloc+cuMemFree (ns) | ratio |");
-    println!("|---|---|---|---|");
+    let reserved = cuda::cuda_virtual(0, Some(16 << 30)).expect("virtual address range");
+    let growable = PoolResource::new(Arc::new(reserved), PoolConfig::default());
+    println!(
+        "| alloc+free (Rust calls) | zerohop Pool (ns) | growable Pool (ns) | growable / fixed \
+         | cuMemAlloc+cuMemFree (ns) | ratio |"
+    );
+    println!("|---|---|---|---|---|---|");
     for (bytes, label) in [
         (256usize, "256 B"),
         (1 << 20, "1 MiB"),
         (64 << 20, "64 MiB"),
     ] {
         let pooled = median_ns(&pool, bytes, 100_000);
+        let grown = median_ns(&growable, bytes, 100_000);
         let raw = median_ns(&*device, bytes, 200);
         println!(
-            "| {label} | {pooled:.0} | {raw:.0} | {:.0}× |",
+            "| {label} | {pooled:.0} | {grown:.0} | {:.2}× | {raw:.0} | {:.0}× |",
+            grown / pooled,
             raw / pooled
         );
     }

@@ -10,11 +10,12 @@ use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use zerohop::memory::{
-    checked_allocate, checked_deallocate, current_resource, set_current_resource, ArenaResource,
-    LimitResource, LogResource, MemoryResource, MonotonicResource, PoolConfig, PoolResource,
-    Statistics, StatsResource, SystemResource, TrackingResource, POOL_ALIGNMENT,
+    checked_allocate, checked_deallocate, current_resource, make_current, ArenaResource,
+    FailureCallbackResource, LimitResource, LogResource, MemoryResource, MonotonicResource,
+    PoolConfig, PoolResource, Statistics, StatsResource, SystemResource, TrackingResource,
+    POOL_ALIGNMENT,
 };
-use zerohop::{Device, Stream};
+use zerohop::{cuda as zc, Device, Stream};
 
 use crate::base::errors::IntoPyResult;
 
@@ -30,10 +31,8 @@ enum Kind {
     Stats(Arc<StatsResource>),
     Tracking(Arc<TrackingResource>),
     Log(Arc<LogResource>),
-    CudaDevice,
-    CudaAsync,
-    CudaManaged,
-    CudaPinned,
+    /// A resource with no methods of its own, by its Python constructor's name.
+    Plain(&'static str),
     /// A resource zerohop did not build from Python (the default, or one set from Rust).
     Opaque,
 }
@@ -55,6 +54,16 @@ impl PyResource {
         }
     }
 
+    fn tracking(&self) -> PyResult<&TrackingResource> {
+        match &self.kind {
+            Kind::Tracking(t) => Ok(t),
+            _ => Err(PyTypeError::new_err(format!(
+                "{} does not track allocations; wrap it in zerohop.memory.Tracking(...)",
+                self.name()
+            ))),
+        }
+    }
+
     fn name(&self) -> &'static str {
         match self.kind {
             Kind::System => "System",
@@ -66,10 +75,7 @@ impl PyResource {
             Kind::Stats(_) => "Stats",
             Kind::Tracking(_) => "Tracking",
             Kind::Log(_) => "Log",
-            Kind::CudaDevice => "CudaDevice",
-            Kind::CudaAsync => "CudaAsync",
-            Kind::CudaManaged => "CudaManaged",
-            Kind::CudaPinned => "CudaPinned",
+            Kind::Plain(name) => name,
             Kind::Opaque => "Resource",
         }
     }
@@ -123,12 +129,7 @@ impl PyResource {
 
     /// Outstanding allocations of a `Tracking` adaptor, as dicts.
     fn leaks<'py>(&self, py: Python<'py>) -> PyResult<Vec<Bound<'py, PyDict>>> {
-        let Kind::Tracking(t) = &self.kind else {
-            return Err(PyTypeError::new_err(format!(
-                "{} does not track allocations; wrap it in zerohop.memory.Tracking(...)",
-                self.name()
-            )));
-        };
+        let t = self.tracking()?;
         t.outstanding()
             .into_iter()
             .map(|a| {
@@ -148,12 +149,7 @@ impl PyResource {
     /// Frees a `Tracking` adaptor refused (double frees, foreign pointers, wrong sizes), as
     /// dicts; `allocated_bytes` is None when the pointer was not a live allocation.
     fn invalid_frees<'py>(&self, py: Python<'py>) -> PyResult<Vec<Bound<'py, PyDict>>> {
-        let Kind::Tracking(t) = &self.kind else {
-            return Err(PyTypeError::new_err(format!(
-                "{} does not track allocations; wrap it in zerohop.memory.Tracking(...)",
-                self.name()
-            )));
-        };
+        let t = self.tracking()?;
         t.invalid_frees()
             .into_iter()
             .map(|f| {
@@ -169,13 +165,7 @@ impl PyResource {
 
     /// The report of a `Tracking` adaptor: refused frees, then leaks ("" when clean).
     fn report(&self) -> PyResult<String> {
-        match &self.kind {
-            Kind::Tracking(t) => Ok(t.report()),
-            _ => Err(PyTypeError::new_err(format!(
-                "{} has no leak report",
-                self.name()
-            ))),
-        }
+        Ok(self.tracking()?.report())
     }
 
     /// A `Pool`'s reserved/in-use bytes, chunks and free blocks.
@@ -283,11 +273,8 @@ fn wrap(
     build: impl FnOnce(Arc<dyn MemoryResource>) -> zerohop::Result<Built>,
 ) -> PyResult<PyResource> {
     let (inner, kind) = build(upstream.get().inner.clone()).py()?;
-    Ok(PyResource::new(
-        inner,
-        kind,
-        Some(upstream.clone().unbind()),
-    ))
+    let upstream = Some(upstream.clone().unbind());
+    Ok(PyResource::new(inner, kind, upstream))
 }
 
 /// Host memory from the system allocator, aligned as asked: the default host resource.
@@ -305,37 +292,50 @@ fn shared() -> PyResult<PyResource> {
     Ok(PyResource::new(Arc::new(inner), Kind::Shared, None))
 }
 
+fn cuda<R: MemoryResource + 'static>(
+    made: zerohop::Result<R>,
+    name: &'static str,
+) -> PyResult<PyResource> {
+    let inner = Arc::new(made.py()?);
+    Ok(PyResource::new(inner, Kind::Plain(name), None))
+}
+
 /// Device memory of CUDA device `device` (cuMemAlloc/cuMemFree). Addresses it hands out are
 /// device pointers: give them to frameworks, never dereference them on the host.
 #[pyfunction]
 #[pyo3(signature = (device=0))]
 fn cuda_device(device: i32) -> PyResult<PyResource> {
-    let inner = zerohop::cuda::CudaDeviceResource::new(device).py()?;
-    Ok(PyResource::new(Arc::new(inner), Kind::CudaDevice, None))
+    cuda(zc::CudaDeviceResource::new(device), "CudaDevice")
+}
+
+/// Device memory backed as it is asked for within `reserve` bytes of addresses reserved
+/// once (CUDA's virtual memory management): a Pool over it merges across its chunks and
+/// grows to every byte of its maximum; `Pool.release()` unmaps idle chunks.
+#[pyfunction]
+#[pyo3(signature = (device=0, reserve=None))]
+fn cuda_virtual(device: i32, reserve: Option<usize>) -> PyResult<PyResource> {
+    cuda(zc::cuda_virtual(device, reserve), "CudaVirtual")
 }
 
 /// Stream-ordered device memory (cuMemAllocAsync on the device's memory pool).
 #[pyfunction]
 #[pyo3(signature = (device=0))]
 fn cuda_async(device: i32) -> PyResult<PyResource> {
-    let inner = zerohop::cuda::CudaAsyncResource::new(device).py()?;
-    Ok(PyResource::new(Arc::new(inner), Kind::CudaAsync, None))
+    cuda(zc::CudaAsyncResource::new(device), "CudaAsync")
 }
 
 /// Managed memory (cuMemAllocManaged): may exceed the device's memory.
 #[pyfunction]
 #[pyo3(signature = (device=0))]
 fn cuda_managed(device: i32) -> PyResult<PyResource> {
-    let inner = zerohop::cuda::CudaManagedResource::new(device).py()?;
-    Ok(PyResource::new(Arc::new(inner), Kind::CudaManaged, None))
+    cuda(zc::CudaManagedResource::new(device), "CudaManaged")
 }
 
 /// Pinned host memory (cuMemHostAlloc), for copies that overlap the host.
 #[pyfunction]
 #[pyo3(signature = (device=0))]
 fn cuda_pinned(device: i32) -> PyResult<PyResource> {
-    let inner = zerohop::cuda::CudaPinnedResource::new(device).py()?;
-    Ok(PyResource::new(Arc::new(inner), Kind::CudaPinned, None))
+    cuda(zc::CudaPinnedResource::new(device), "CudaPinned")
 }
 
 /// One allocation owned by a Python object: freed (on its stream) when the object dies.
@@ -463,6 +463,26 @@ fn limit(upstream: &Bound<'_, PyResource>, nbytes: usize) -> PyResult<PyResource
     })
 }
 
+/// Runs `callback(nbytes)` when `upstream` refuses an allocation (to free caches or spill),
+/// then retries once if it returns true. It runs holding the GIL; an exception it raises goes
+/// to `sys.unraisablehook` and counts as giving up. Built by `zerohop.memory.OnFailure`.
+#[pyfunction]
+fn on_failure(upstream: &Bound<'_, PyResource>, callback: Py<PyAny>) -> PyResult<PyResource> {
+    let ask = move |bytes: usize| {
+        Python::attach(|py| {
+            let answer = callback.call1(py, (bytes,)).and_then(|r| r.is_truthy(py));
+            answer.unwrap_or_else(|err| {
+                err.write_unraisable(py, None);
+                false
+            })
+        })
+    };
+    wrap(upstream, |up| {
+        let made = FailureCallbackResource::new(up, Box::new(ask));
+        Ok((Arc::new(made), Kind::Plain("OnFailure")))
+    })
+}
+
 /// Counts what passes through to `upstream`: current, peak and total bytes and counts,
 /// failures, a power-of-two size histogram. Built by `zerohop.memory.Stats`.
 #[pyfunction]
@@ -498,27 +518,12 @@ fn log(upstream: &Bound<'_, PyResource>, path: PathBuf) -> PyResult<PyResource> 
 static CURRENT_SET: std::sync::Mutex<Vec<(Device, Py<PyResource>)>> =
     std::sync::Mutex::new(Vec::new());
 
-fn slot_of(resource: &PyResource) -> Device {
-    let device = resource.inner.device();
-    if device.is_host_accessible() {
-        Device::CPU
-    } else {
-        device
-    }
-}
-
 /// Makes `resource` the one zerohop allocates from on its device: host resources (system,
 /// pinned, managed and their adaptors) serve the host; CUDA resources serve their device, for
 /// zerohop's own device allocations and for the C symbols torch loads.
 #[pyfunction]
 fn set_current(resource: &Bound<'_, PyResource>) -> PyResult<()> {
-    let slot = slot_of(resource.get());
-    if slot.kind != zerohop::DeviceKind::Cpu && slot.kind != zerohop::DeviceKind::Cuda {
-        return Err(PyValueError::new_err(format!(
-            "set_current takes host or CUDA resources; this one allocates on {slot}"
-        )));
-    }
-    set_current_resource(slot, resource.get().inner.clone());
+    let slot = make_current(resource.get().inner.clone()).py()?;
     let mut set = CURRENT_SET.lock().unwrap_or_else(|p| p.into_inner());
     set.retain(|(d, _)| *d != slot);
     set.push((slot, resource.clone().unbind()));
@@ -637,12 +642,14 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
         wrap_pyfunction!(shared, m)?,
         wrap_pyfunction!(cuda_device, m)?,
         wrap_pyfunction!(cuda_async, m)?,
+        wrap_pyfunction!(cuda_virtual, m)?,
         wrap_pyfunction!(cuda_managed, m)?,
         wrap_pyfunction!(cuda_pinned, m)?,
         wrap_pyfunction!(pool, m)?,
         wrap_pyfunction!(arena, m)?,
         wrap_pyfunction!(monotonic, m)?,
         wrap_pyfunction!(limit, m)?,
+        wrap_pyfunction!(on_failure, m)?,
         wrap_pyfunction!(stats, m)?,
         wrap_pyfunction!(tracking, m)?,
         wrap_pyfunction!(log, m)?,

@@ -17,10 +17,12 @@ use crate::memory::Stream;
 mod capture;
 pub mod ipc;
 mod resources;
+mod virtual_memory;
 pub use capture::{capture_of, order_streams, Capture};
 pub use resources::{
     CudaAsyncResource, CudaDeviceResource, CudaManagedResource, CudaPinnedResource, CUDA_ALIGNMENT,
 };
+pub use virtual_memory::{cuda_virtual, CudaAddressSpace, CudaVirtualResource};
 
 /// The legacy default stream as DLPack and the CUDA array interface number it.
 pub const LEGACY_STREAM: Stream = Stream::LEGACY;

@@ -1,20 +1,61 @@
 //! `FailureCallback`: when an allocation fails, ask a callback to free memory and retry.
 
+use std::cell::Cell;
 use std::fmt;
+use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::ptr::NonNull;
 use std::sync::Arc;
 
 use super::{MemoryResource, Stream};
 use crate::device::Device;
-use crate::error::Result;
+use crate::error::{Error, Result};
 
-/// Called with the failed request size and the attempt number (0, 1, …); returns true to
-/// retry (after freeing something), false to give up and return the error.
-pub type FailureCallback = Box<dyn Fn(usize, u32) -> bool + Send + Sync>;
+/// Called with the size of a request `upstream` refused; frees what it can (drops caches,
+/// spills) and returns true to have the request tried once more, false to give up.
+pub type FailureCallback = Box<dyn Fn(usize) -> bool + Send + Sync>;
 
+/// When `upstream` refuses an allocation, runs the callback, then retries once if it asks.
+///
+/// An allocation the callback itself makes through this resource (on the same thread) that
+/// fails is refused plainly, without calling the callback again; a callback that panics
+/// counts as giving up. Out-of-memory errors say which of these happened.
 pub struct FailureCallbackResource {
     upstream: Arc<dyn MemoryResource>,
     callback: FailureCallback,
+}
+
+thread_local! {
+    static IN_CALLBACK: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Clears the thread's in-callback mark however the callback ends.
+struct Running;
+
+impl Running {
+    fn start() -> Option<Running> {
+        (!IN_CALLBACK.with(|c| c.replace(true))).then_some(Running)
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        IN_CALLBACK.with(|c| c.set(false));
+    }
+}
+
+fn noted(err: Error, note: &str) -> Error {
+    match err {
+        Error::OutOfMemory {
+            requested,
+            device,
+            reason,
+        } => Error::OutOfMemory {
+            requested,
+            device,
+            reason: format!("{reason} ({note})"),
+        },
+        other => other,
+    }
 }
 
 impl FailureCallbackResource {
@@ -33,17 +74,22 @@ impl fmt::Debug for FailureCallbackResource {
 
 impl MemoryResource for FailureCallbackResource {
     fn allocate(&self, bytes: usize, align: usize, stream: Stream) -> Result<NonNull<u8>> {
-        let mut attempt = 0u32;
-        loop {
-            match self.upstream.allocate(bytes, align, stream) {
-                Ok(ptr) => return Ok(ptr),
-                Err(err) => {
-                    if !(self.callback)(bytes, attempt) {
-                        return Err(err);
-                    }
-                    attempt = attempt.saturating_add(1);
-                }
-            }
+        let err = match self.upstream.allocate(bytes, align, stream) {
+            Ok(ptr) => return Ok(ptr),
+            Err(err) => err,
+        };
+        let Some(running) = Running::start() else {
+            return Err(err); // the callback's own allocation: no second callback
+        };
+        let asked = catch_unwind(AssertUnwindSafe(|| (self.callback)(bytes)));
+        drop(running);
+        match asked {
+            Ok(true) => self
+                .upstream
+                .allocate(bytes, align, stream)
+                .map_err(|again| noted(again, "refused again after the failure callback")),
+            Ok(false) => Err(noted(err, "the failure callback gave up")),
+            Err(_) => Err(noted(err, "the failure callback panicked")),
         }
     }
 

@@ -45,8 +45,8 @@ pub use pool::{
     POOL_ALIGNMENT,
 };
 pub use registry::{
-    current_resource, framework_allocate, framework_deallocate, reset_current_resource,
-    set_current_resource, take_framework_refusal,
+    current_resource, framework_allocate, framework_deallocate, make_current,
+    reset_current_resource, set_current_resource, take_framework_refusal,
 };
 pub use shared::{
     attach, handle_for, machine_boot_id, mapped_segments, Attached, SharedHandle, SharedResource,

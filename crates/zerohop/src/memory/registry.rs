@@ -54,6 +54,28 @@ pub fn set_current_resource(
     previous.or_else(|| (key == Device::CPU).then(default_host_resource))
 }
 
+/// Makes `resource` current where it serves: host-accessible memory (system, pinned, managed
+/// and their adaptors) serves the host, CUDA device memory its device; anything else is
+/// refused. Returns the slot it now serves.
+pub fn make_current(resource: Arc<dyn MemoryResource>) -> Result<Device> {
+    let device = resource.device();
+    let slot = if device.is_host_accessible() {
+        Device::CPU
+    } else {
+        device
+    };
+    if slot.kind != crate::device::DeviceKind::Cpu && slot.kind != crate::device::DeviceKind::Cuda {
+        return Err(Error::Resource {
+            what: "current resource".into(),
+            reason: format!(
+                "set_current takes host or CUDA resources; this one allocates on {slot}"
+            ),
+        });
+    }
+    set_current_resource(slot, resource);
+    Ok(slot)
+}
+
 /// Removes what was installed for `device` (host devices fall back to the system resource).
 pub fn reset_current_resource(device: Device) {
     let key = normalise(device);

@@ -371,25 +371,90 @@ fn failure_callback_may_free_memory_and_retry() {
     let (limit2, calls2) = (limit.clone(), calls.clone());
     let retrying = FailureCallbackResource::new(
         limit.clone(),
-        Box::new(move |_bytes, attempt| {
+        Box::new(move |_bytes| {
             calls2.fetch_add(1, Ordering::SeqCst);
             match hog.lock().unwrap().take() {
-                Some(block) if attempt == 0 => {
+                Some(block) => {
                     block.free(&*limit2);
                     true
                 }
-                _ => false,
+                None => false,
             }
         }),
     );
     let b = Block::new(&retrying, 500, 8, 2);
-    assert_eq!(calls.load(Ordering::SeqCst), 1);
-    assert!(
-        retrying.allocate(900, 8, Stream::HOST).is_err(),
-        "second failure gives up"
+    assert_eq!(
+        calls.load(Ordering::SeqCst),
+        1,
+        "freed by the callback, then retried"
     );
+    let gave_up = retrying.allocate(900, 8, Stream::HOST).unwrap_err();
     assert_eq!(calls.load(Ordering::SeqCst), 2);
+    assert!(gave_up.to_string().contains("900"), "{gave_up}");
     b.free(&retrying);
+}
+
+/// The callback says retry but frees nothing: one retry, then the error, never a loop.
+#[test]
+fn a_failure_callback_that_frees_nothing_gets_one_retry() {
+    let calls = Arc::new(AtomicU32::new(0));
+    let seen = calls.clone();
+    let stubborn = FailureCallbackResource::new(
+        Arc::new(LimitResource::new(system(), 100)),
+        Box::new(move |_| {
+            seen.fetch_add(1, Ordering::SeqCst);
+            true
+        }),
+    );
+    let err = stubborn.allocate(500, 8, Stream::HOST).unwrap_err();
+    assert_eq!(calls.load(Ordering::SeqCst), 1);
+    let text = err.to_string();
+    assert!(
+        text.contains("500") && text.contains("of 100 bytes"),
+        "{text}"
+    );
+}
+
+/// A callback that allocates through the same resource (and fails) gets a plain refusal, not
+/// a second callback; one that panics counts as giving up. The resource works afterwards.
+#[test]
+fn a_failure_callback_that_allocates_or_panics_leaves_the_resource_usable() {
+    // A weak handle: the resource must not own itself through its callback.
+    let inner: Arc<std::sync::OnceLock<std::sync::Weak<FailureCallbackResource>>> = Arc::default();
+    let (handle, calls) = (inner.clone(), Arc::new(AtomicU32::new(0)));
+    let counted = calls.clone();
+    let nested = Arc::new(FailureCallbackResource::new(
+        Arc::new(LimitResource::new(system(), 100)),
+        Box::new(move |bytes| {
+            counted.fetch_add(1, Ordering::SeqCst);
+            let own = handle.get().and_then(|w| w.upgrade()).expect("set below");
+            assert!(
+                own.allocate(bytes, 8, Stream::HOST).is_err(),
+                "refused plainly"
+            );
+            false
+        }),
+    ));
+    inner.set(Arc::downgrade(&nested)).unwrap();
+    assert!(nested.allocate(500, 8, Stream::HOST).is_err());
+    assert_eq!(
+        calls.load(Ordering::SeqCst),
+        1,
+        "no callback inside the callback"
+    );
+    let ok = nested.allocate(50, 8, Stream::HOST).unwrap();
+    // SAFETY: allocated just above with these arguments.
+    unsafe { nested.deallocate(ok, 50, 8, Stream::HOST) };
+
+    let panicking = FailureCallbackResource::new(
+        Arc::new(LimitResource::new(system(), 100)),
+        Box::new(|_| panic!("a callback bug")),
+    );
+    let err = panicking.allocate(500, 8, Stream::HOST).unwrap_err();
+    assert!(err.to_string().contains("requested 500"), "{err}");
+    let ok = panicking.allocate(50, 8, Stream::HOST).unwrap();
+    // SAFETY: allocated just above with these arguments.
+    unsafe { panicking.deallocate(ok, 50, 8, Stream::HOST) };
 }
 
 #[test]

@@ -79,7 +79,10 @@ impl AddressSpace for HostSpace {
             addr >= start && addr + bytes <= start + length,
             "inside the range"
         );
-        assert!(addr.is_multiple_of(GRANULE) && bytes.is_multiple_of(GRANULE), "on granules");
+        assert!(
+            addr.is_multiple_of(GRANULE) && bytes.is_multiple_of(GRANULE),
+            "on granules"
+        );
         let mut pieces = self.pieces.lock().unwrap();
         for &(a, b, _) in pieces.iter() {
             assert!(addr + bytes <= a || a + b <= addr, "no piece backed twice");

@@ -85,6 +85,8 @@ grep -E "^(FAILED|ERROR)|passed|failed" /tmp/pytest-cpu.full | tail -15 > "$OUT/
 tail -3 /tmp/pytest-cpu.full >> "$OUT/pytest-cpu.log"
 cat "$OUT/pytest-cpu.log"
 $PY bench/gpu_dlpack.py --out "$OUT/gpu_dlpack.md" 2>&1 | tee "$OUT/bench.log" || status=1
+# torch's own tools (graphs, compile, statistics) per way of installing zerohop's pool.
+$PY bench/torch_tools.py --out "$OUT/torch_tools.md" 2>&1 | tail -20 | tee "$OUT/torch_tools.log" || status=1
 $PY bench/ecg_pipeline_gpu.py --out "$OUT/ecg_pipeline_gpu.md" 2>&1 | tail -25 | tee "$OUT/ecg-bench.log" || status=1
 # Hand-offs to another process: CUDA IPC against torch.multiprocessing, and host memory.
 $PY bench/ipc.py --cuda --write --repeat 51 --out "$OUT/ipc_cuda.md" 2>&1 | tail -20 | tee "$OUT/ipc.log" || status=1

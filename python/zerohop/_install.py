@@ -3,6 +3,7 @@ zerohop resource, each through its own Stats share so one view says what each ho
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import ctypes
 from typing import Any
@@ -38,8 +39,7 @@ class Installation:
         "reduce-overhead" graphs) keep torch's own private pools. Needs torch_mode "mempool"."""
         if self._torch_route is None:
             raise ValueError("graph_pool needs install(torch=True) with torch_mode='mempool'")
-        torch = self._torch_route.torch
-        return torch.cuda.MemPool(self._torch_route.allocator.allocator())
+        return self._torch_route.graph_pool()
 
     def __repr__(self) -> str:
         return f"Installation({sorted(self.shares)} on cuda:{self.device} from {self.resource!r})"
@@ -108,7 +108,11 @@ class _TorchRoute:
     checks) and takes its segments from zerohop: a torch MemPool over zerohop's C symbols,
     made the pool of every allocation on the device, from every thread and stream (backward's
     threads too). A graph capture's allocations still go to the graph's own private pool,
-    whose memory torch keeps for replays (measured: bench/torch_tools.py)."""
+    whose memory torch keeps for replays (measured: bench/torch_tools.py).
+
+    torch counts the route as a capture underway, and a MemPool that dies while any is
+    underway aborts the process (torch 2.11 asserts in emptyCache): so no MemPool of zerohop's
+    dies while a route is on; a route is ended before its pool is dropped, and at exit."""
 
     def __init__(self, torch: Any, device: int) -> None:
         self.torch, self.device = torch, device
@@ -118,32 +122,51 @@ class _TorchRoute:
         self.allocator = torch.cuda.memory.CUDAPluggableAllocator(
             zm.library_path(), zm.C_QUIET_MALLOC_SYMBOL, zm.C_FREE_SYMBOL
         )
-        self.pool = torch.cuda.MemPool(self.allocator.allocator())
-        torch._C._cuda_beginAllocateToPool(device, self.pool.id)
+        self.graph_pools: list[Any] = []
         # torch gives an allocation to the first routed pool: a second install takes over.
-        earlier = _ROUTES.get(device)
+        earlier = _ROUTES.pop(device, None)
         if earlier is not None:
             earlier.retire()
+            self.graph_pools = earlier.graph_pools
+        self.pool: Any = self._route_to_new_pool()
         _ROUTES[device] = self
         _note_refusals_on_torch_oom(torch)
         _empty_cache_returns_to_zerohop(torch)
 
+    def _route_to_new_pool(self) -> Any:
+        pool = self.torch.cuda.MemPool(self.allocator.allocator())
+        self.torch._C._cuda_beginAllocateToPool(self.device, pool.id)
+        return pool
+
+    def graph_pool(self) -> Any:
+        # Kept alive: see the class's note on MemPools dying.
+        pool = self.torch.cuda.MemPool(self.allocator.allocator())
+        self.graph_pools.append(pool)
+        return pool
+
     def release_cached(self) -> None:
-        """torch's empty_cache frees only pools nobody uses, never the routed one: so the
-        route moves to a fresh pool and the old one is released (live tensors in it stay
-        valid), which lets empty_cache give its cached segments back to zerohop."""
-        fresh = self.torch.cuda.MemPool(self.allocator.allocator())
-        self.torch._C._cuda_beginAllocateToPool(self.device, fresh.id)
+        """torch's empty_cache never frees the routed pool's cache: the route ends, its pool
+        is released and dropped (which empties that pool's cache into zerohop; tensors alive
+        in it stay valid and go back when they die), and a fresh pool takes the route."""
         self.retire()
-        self.pool = fresh
+        self.pool = self._route_to_new_pool()
 
     def retire(self) -> None:
-        """Stops routing to this route's pool and releases it: its free segments go back to
-        zerohop at torch's next empty_cache, the rest as their tensors die."""
-        torch, device, old = self.torch, self.device, self.pool
-        torch._C._cuda_endAllocateToPool(device, old.id)
-        # The route's own reference; the MemPool object's goes when `old` is dropped.
-        torch._C._cuda_releasePool(device, old.id)
+        torch, device, pool = self.torch, self.device, self.pool
+        if pool is None:
+            return
+        torch._C._cuda_endAllocateToPool(device, pool.id)
+        # The route's own reference (beginAllocateToPool took one); the MemPool's goes as the
+        # object dies just below, with no route underway.
+        torch._C._cuda_releasePool(device, pool.id)
+        self.pool = None
+
+
+def _end_routes() -> None:
+    """At exit, before the interpreter drops zerohop's MemPools."""
+    for route in _ROUTES.values():
+        if route.pool is not None:
+            route.torch._C._cuda_endAllocateToPool(route.device, route.pool.id)
 
 
 def _note_refusals_on_torch_oom(torch: Any) -> None:
@@ -165,6 +188,7 @@ def _note_refusals_on_torch_oom(torch: Any) -> None:
 
 
 _ROUTES: dict[int, _TorchRoute] = {}
+atexit.register(_end_routes)
 
 
 def _empty_cache_returns_to_zerohop(torch: Any) -> None:

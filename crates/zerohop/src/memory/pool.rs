@@ -35,6 +35,8 @@ pub const CLASS_MAX: usize = 4 << 20;
 /// up to [`CLASS_MAX`], so a block wastes at most a quarter of its size.
 pub const CLASS_COUNT: usize = 52;
 const DEFAULT_GROWTH: usize = 1 << 20;
+/// Freed large blocks kept whole per size (see `PoolState::large`).
+const LARGE_CACHED: usize = 4;
 
 /// The byte size of each class.
 pub const CLASS_SIZES: [usize; CLASS_COUNT] = {
@@ -123,6 +125,10 @@ struct PoolState {
     range_streams: HashMap<usize, Streams>,
     /// Cached class blocks: address and the stream each was freed on.
     small: [Vec<(usize, Stream)>; CLASS_COUNT],
+    /// Large blocks freed recently, kept whole by size (at most `LARGE_CACHED` of each), so a
+    /// training loop asking for the same large sizes again skips the split and the merge.
+    /// They merge into the free ranges before the pool grows or gives up.
+    large: HashMap<usize, Vec<(usize, Stream)>>,
     /// Every block handed out and not yet taken back: what a free is checked against.
     /// Kept to one word per block, so the table stays small in the cache.
     live: LiveBlocks<usize>,
@@ -143,6 +149,7 @@ impl Default for PoolState {
             free_by_addr: BTreeMap::new(),
             range_streams: HashMap::new(),
             small: std::array::from_fn(|_| Vec::new()),
+            large: HashMap::new(),
             live: LiveBlocks::new(0),
             upstream_blocks: HashMap::new(),
             reserved: 0,
@@ -193,6 +200,39 @@ impl PoolState {
                 self.free_range(addr, size, vec![stream]);
             }
         }
+        self.merge_large();
+    }
+
+    /// Moves the cached large blocks into the coalescing free ranges.
+    fn merge_large(&mut self) {
+        for (size, blocks) in std::mem::take(&mut self.large) {
+            for (addr, stream) in blocks {
+                self.free_range(addr, size, vec![stream]);
+            }
+        }
+    }
+
+    /// Keeps a freed large block whole for a request of its size, or merges it.
+    fn free_large(&mut self, addr: usize, size: usize, stream: Stream) {
+        let cached = self.large.entry(size).or_default();
+        if cached.len() < LARGE_CACHED {
+            cached.push((addr, stream));
+        } else {
+            self.free_range(addr, size, vec![stream]);
+        }
+    }
+
+    /// A cached large block of exactly `size` bytes, preferring one freed on `stream`.
+    fn take_large(&mut self, size: usize, stream: Stream) -> Option<(usize, Stream)> {
+        let list = self.large.get_mut(&size)?;
+        let found = match list.iter().rposition(|&(_, s)| s == stream) {
+            Some(i) => list.swap_remove(i),
+            None => list.pop()?,
+        };
+        if list.is_empty() {
+            self.large.remove(&size);
+        }
+        Some(found)
     }
 
     /// Returns a block to the free ranges, merging with neighbours inside its chunk (or
@@ -294,7 +334,9 @@ impl PoolResource {
             reserved: state.reserved,
             in_use: state.in_use,
             chunks: state.chunks.len(),
-            free_blocks: state.free_by_addr.len() + state.small.iter().map(Vec::len).sum::<usize>(),
+            free_blocks: state.free_by_addr.len()
+                + state.small.iter().map(Vec::len).sum::<usize>()
+                + state.large.values().map(Vec::len).sum::<usize>(),
         }
     }
 
@@ -419,7 +461,7 @@ impl PoolResource {
                 state.in_use = state.in_use.saturating_sub(size);
                 match block_size(size).and_then(|(_, class)| class) {
                     Some(class) => state.small[class].push((addr, stream)),
-                    None => state.free_range(addr, size, vec![stream]),
+                    None => state.free_large(addr, size, stream),
                 }
             }
         }
@@ -495,6 +537,22 @@ impl MemoryResource for PoolResource {
                 state.live.insert(addr, size);
                 return Ok(to_ptr(addr));
             }
+        }
+        if class.is_none() {
+            if let Some((addr, freed_on)) = state.take_large(size, stream) {
+                if let Err(err) = self.order(&[freed_on], stream) {
+                    state.free_large(addr, size, freed_on);
+                    return Err(err);
+                }
+                state.in_use += size;
+                state.live.insert(addr, size);
+                return Ok(to_ptr(addr));
+            }
+        }
+        if !state.large.is_empty() {
+            // A large size nobody freed lately: the cached blocks merge first, so what was
+            // freed is reused before fresh memory is carved or the pool grows.
+            state.merge_large();
         }
         let (addr, streams) = match state.take_best_fit(size) {
             Some(found) => found,

@@ -137,6 +137,7 @@ fn pool_coalesces_neighbours_and_releases_idle_chunks() {
         .map(|i| Block::new(&pool, 5_000_000, 256, i))
         .collect();
     let first = blocks[0].ptr;
+    let freed_last = blocks[2].ptr;
     // Free in an order that needs merging on both sides.
     let mut blocks = blocks.into_iter().map(Some).collect::<Vec<_>>();
     for i in [1, 3, 0, 2] {
@@ -145,10 +146,22 @@ fn pool_coalesces_neighbours_and_releases_idle_chunks() {
     let usage = pool.usage();
     assert_eq!(usage.in_use, 0);
     assert_eq!(
-        usage.free_blocks, 1,
-        "all four blocks merged with the chunk's tail"
+        usage.free_blocks, 5,
+        "the four blocks kept whole for their size, and the chunk's tail"
     );
+    let again = Block::new(&pool, 5_000_000, 256, 5);
+    assert_eq!(
+        again.ptr, freed_last,
+        "the block of that size freed last, as it was"
+    );
+    again.free(&pool);
+    // Another size: the cached blocks merge with the tail first, and the request fits there.
     let whole = Block::new(&pool, 20_000_000, 256, 9);
+    assert_eq!(
+        pool.usage().free_blocks,
+        1,
+        "all four merged with the chunk's tail"
+    );
     assert_eq!(whole.ptr, first);
     whole.free(&pool);
     assert_eq!(pool.release(), usage.reserved);

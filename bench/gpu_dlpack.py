@@ -4,7 +4,9 @@
 
 Hand-offs (µs per call): torch.from_dlpack of a zerohop CUDA tensor against CuPy→torch and
 torch→CuPy (the inventory measured 7.2 µs and 51 µs on an H100). Allocation (µs per
-alloc+free pair, Python calls included): zerohop Pool over cuMemAlloc vs cudaMalloc/cudaFree
+alloc+free pair, Python calls included): zerohop Pool over cuMemAlloc, the growable Pool over
+one reserved range (CudaVirtual; goal issue 42: ≤ 1.2× the Pool), RMM's pool where installed,
+vs cudaMalloc/cudaFree
 (through CuPy's runtime bindings) vs torch's caching allocator. Goals (issue 8): at least as
 fast as the fastest peer hand-off; the pool ≥ 1000× faster than cudaMalloc/cudaFree.
 """
@@ -51,6 +53,13 @@ def main():
                  us(lambda: table.tensors(names, "torch"), 200))
 
     pool = zm.Pool(zm.CudaDevice(0))
+    growable = zm.Pool(zm.CudaVirtual(0, reserve=16 << 30))
+    try:  # RMM's pool, where RAPIDS is installed (the GPU machine has no RAPIDS today)
+        import rmm  # type: ignore[import-not-found]
+
+        rmm_pool = rmm.mr.PoolMemoryResource(rmm.mr.CudaMemoryResource())
+    except ImportError:
+        rmm_pool = None
     rt = cupy.cuda.runtime
     alloc_rows = []
     for size, label in ((256, "256 B"), (1 << 20, "1 MiB"), (64 << 20, "64 MiB")):
@@ -58,13 +67,22 @@ def main():
             a = pool.allocate(size)
             pool.deallocate(a, size)
 
+        def growable_pair(size=size):
+            a = growable.allocate(size)
+            growable.deallocate(a, size)
+
+        def rmm_pair(size=size):
+            rmm_pool.deallocate(rmm_pool.allocate(size), size)
+
         def cuda_pair(size=size):
             rt.free(rt.malloc(size))
 
         def torch_pair(size=size):
             torch.empty(size, dtype=torch.uint8, device="cuda")  # freed at once: no reference
 
-        alloc_rows.append((label, us(zerohop_pair, 2000), us(cuda_pair, 50), us(torch_pair, 2000)))
+        alloc_rows.append((label, us(zerohop_pair, 2000), us(cuda_pair, 50), us(torch_pair, 2000),
+                           us(growable_pair, 2000),
+                           us(rmm_pair, 2000) if rmm_pool is not None else None))
 
     lines = [
         f"# GPU hand-offs and allocation (µs per call, median of 7) — {torch.cuda.get_device_name(0)}",
@@ -80,9 +98,12 @@ def main():
     lines += ["", f"torch.from_dlpack(zerohop) / fastest peer hand-off: {rows[0][1] / peer:.2f}×; "
               f"to_framework / fastest peer: {rows[1][1] / peer:.2f}×", ""]
     lines += [f"{table_row[0]}: {table_row[1]:.1f} µs", ""]
-    lines += ["| alloc+free | zerohop Pool | cudaMalloc+cudaFree | torch caching | cudaMalloc / Pool |",
-              "|---|---|---|---|---|"]
-    lines += [f"| {label} | {p:.2f} | {c:.2f} | {t:.2f} | {c / p:.0f}× |" for label, p, c, t in alloc_rows]
+    lines += ["| alloc+free | zerohop Pool | growable Pool (CudaVirtual) | growable / Pool "
+              "| RMM pool | cudaMalloc+cudaFree | torch caching | cudaMalloc / Pool |",
+              "|---|---|---|---|---|---|---|---|"]
+    lines += [f"| {label} | {p:.2f} | {g:.2f} | {g / p:.2f}× | "
+              f"{'not installed' if r is None else f'{r:.2f}'} | {c:.2f} | {t:.2f} | {c / p:.0f}× |"
+              for label, p, c, t, g, r in alloc_rows]
     emit(lines, args.out)
 
 

@@ -255,6 +255,62 @@ def alloc_free_us(mode: str) -> None:
     print(json.dumps(out))
 
 
+SHAPES = [(b, t) for b in (8, 16, 32) for t in (64, 256)]
+
+
+def train_step_ms(mode: str, compiled: str) -> None:
+    """A 6-layer transformer trained on batches of varying shapes (8–32 × 64–256 tokens):
+    milliseconds per step after every shape was seen once, eager or under
+    torch.compile(mode="reduce-overhead") (CUDA graphs)."""
+    import torch
+
+    install(mode)
+    torch.manual_seed(0)
+    layer = torch.nn.TransformerEncoderLayer(256, 8, 1024, batch_first=True)
+    model = torch.nn.TransformerEncoder(layer, 6, enable_nested_tensor=False).cuda()
+    opt = torch.optim.SGD(model.parameters(), lr=1e-3)
+
+    def step(x):
+        return model(x).pow(2).mean()
+
+    run = step
+    if compiled == "reduce-overhead":
+        torch._dynamo.config.recompile_limit = 64
+        run = torch.compile(step, mode="reduce-overhead")
+    inputs = {shape: torch.randn(*shape, 256, device="cuda") for shape in SHAPES}
+
+    def once(shape):
+        loss = run(inputs[shape])
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+
+    for _ in range(3):
+        for shape in SHAPES:
+            once(shape)
+    torch.cuda.synchronize()
+    order = SHAPES * 10
+    start = time.perf_counter()
+    for shape in order:
+        once(shape)
+    torch.cuda.synchronize()
+    print(json.dumps({"step_ms": (time.perf_counter() - start) / len(order) * 1e3}))
+
+
+def training_table(modes: list[str]) -> list[str]:
+    lines = ["", "| training step, 6-layer transformer, shapes varying | "
+             + " | ".join(modes) + " | mempool / torch |", "|---" * (len(modes) + 2) + "|"]
+    for compiled in ("eager", "reduce-overhead"):
+        got = {m: run_child(["--train", m, compiled]) for m in modes}
+        cells = [f"{got[m]['step_ms']:.2f} ms" if "step_ms" in got[m] else got[m].get("detail", "?")
+                 for m in modes]
+        ratio = ""
+        if "step_ms" in got.get("mempool", {}) and "step_ms" in got.get("torch", {}):
+            ratio = f"{got['mempool']['step_ms'] / got['torch']['step_ms']:.3f}×"
+        lines.append(f"| {compiled} | " + " | ".join(cells) + f" | {ratio} |")
+    return lines
+
+
 def run_child(args: list[str]) -> dict:
     try:
         done = subprocess.run([sys.executable, __file__, *args], capture_output=True, text=True,
@@ -274,7 +330,12 @@ def main() -> int:
     parser.add_argument("--jobs", type=int, default=6)
     parser.add_argument("--child", nargs=2, metavar=("MODE", "ROW"))
     parser.add_argument("--timing", metavar="MODE")
+    parser.add_argument("--train", nargs=2, metavar=("MODE", "COMPILED"))
+    parser.add_argument("--no-training", action="store_true", help="leave the training table out")
     args = parser.parse_args()
+    if args.train:
+        train_step_ms(*args.train)
+        return 0
     if args.child:
         child(*args.child)
         return 0
@@ -298,6 +359,8 @@ def main() -> int:
         cells = [f"{timings[m][size]:.2f} µs" if size in timings[m] else timings[m].get("detail", "?")
                  for m in modes]
         lines.append(f"| torch.empty + free, {size} | " + " | ".join(cells) + " |")
+    if not args.no_training:
+        lines += training_table(modes)
     table = "\n".join(lines)
     print(table)
     if args.out:

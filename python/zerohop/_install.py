@@ -41,6 +41,17 @@ class Installation:
             raise ValueError("graph_pool needs install(torch=True) with torch_mode='mempool'")
         return self._torch_route.graph_pool()
 
+    def close(self) -> None:
+        """Ends torch's route (torch_mode "mempool"): torch allocates from its own pools
+        again. Tensors already in zerohop's memory stay valid; their memory goes back when
+        they die and torch's cache is emptied. (CuPy's and Numba's hooks stay.)"""
+        route = self._torch_route
+        if route is not None and _ROUTES.get(route.device) is route:
+            del _ROUTES[route.device]
+            route.retire()
+            route.graph_pools = [pool for pool in route.graph_pools if pool.use_count() > 1]
+        self._torch_route = None
+
     def __repr__(self) -> str:
         return f"Installation({sorted(self.shares)} on cuda:{self.device} from {self.resource!r})"
 
@@ -147,8 +158,12 @@ class _TorchRoute:
     def release_cached(self) -> None:
         """torch's empty_cache never frees the routed pool's cache: the route ends, its pool
         is released and dropped (which empties that pool's cache into zerohop; tensors alive
-        in it stay valid and go back when they die), and a fresh pool takes the route."""
+        in it stay valid and go back when they die), and a fresh pool takes the route.
+        Graph pools whose graphs are gone go too."""
         self.retire()
+        # Graph pools no graph uses any more (only this list holds them) die now, with no
+        # route underway, and give their memory back too.
+        self.graph_pools = [pool for pool in self.graph_pools if pool.use_count() > 1]
         self.pool = self._route_to_new_pool()
 
     def retire(self) -> None:

@@ -3,6 +3,8 @@ errors (line, column, reason) over the fuzz seed corpus and over generated table
 styles; the table in device memory from the current zerohop resource. Skipped without a GPU."""
 
 import random
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -229,3 +231,51 @@ def test_a_lab_export_with_gaps_reads_and_draws_on_the_gpu_without_torch_in_the_
     report = result.report.read_text()
     assert "30,000 samples at 250 Hz" in report  # the rate came from the time column
     assert "3 missing sample(s) in column 'MLII' interpolated" in report
+
+
+POOL_JOB = r"""
+import gc, sys
+import torch
+import zerohop.memory as zm
+from zerohop_ecg import shared_pool
+from zerohop_ecg.pipeline import Config, run
+
+pools = []
+real = shared_pool.SharedPool.__init__
+def keep(self, device):
+    real(self, device)
+    pools.append(self)
+shared_pool.SharedPool.__init__ = keep
+
+result = run(Config(csv=sys.argv[1], rate=250.0, device="cuda", epochs=2, plots=False,
+                    progress=False, out=sys.argv[2]), say=lambda *_: None)
+(pool,) = pools
+memory = result.memory
+assert memory is not None and memory["peak_bytes"] > 0 and memory["torch_peak_bytes"] > 0, memory
+assert memory["torch_peak_bytes"] < memory["peak_bytes"], "the reader and kernels drew from it too"
+report = result.report.read_text()
+assert "- memory: one zerohop pool" in report, report
+assert "each step one CUDA graph replay" in report, report
+# The job's tensors gone and torch's cache emptied, nothing is left in the pool.
+del result
+gc.collect()
+torch.cuda.synchronize()
+torch.cuda.empty_cache()
+held = zm.leaks(pool.tracking)
+assert held == [], held
+print("ok", memory)
+"""
+
+
+def test_the_gpu_job_trains_from_one_pool_with_cuda_graphs_and_leaves_nothing(tmp_path):
+    """The flagship's shared pool: the reader, zerohop's kernels and torch (its CUDA graph
+    too) draw from one zerohop pool; the report gives its peak; after the job nothing is
+    left in it. In a fresh process: torch's allocator routes once per process."""
+    signal, *_ = ecg.synthesize(120, rate=250, seed=3)
+    path = tmp_path / "ecg.csv"
+    path.write_text("mv\n" + "\n".join(f"{v:.4f}" for v in np.from_dlpack(signal)) + "\n")
+    done = subprocess.run([sys.executable, "-c", POOL_JOB, str(path), str(tmp_path / "out")],
+                          capture_output=True, text=True, timeout=300)
+    print(done.stdout[-2000:], done.stderr[-3000:])
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "ok" in done.stdout

@@ -121,6 +121,10 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--no-cuda-graph", action="store_true",
                    help="with --device cuda: run each training step eagerly instead of "
                    "replaying one captured CUDA graph (for comparison or troubleshooting)")
+    p.add_argument("--no-shared-pool", action="store_true",
+                   help="with --device cuda: torch allocates from its own caching allocator "
+                   "instead of the zerohop pool the reader and zerohop's kernels use (the "
+                   "report then gives no memory line)")
     p.add_argument("--autograd", action="store_true",
                    help="on the CPU: train through torch's autograd instead of zerohop's "
                    "training kernels (the same loss and gradients, several times slower; for "
@@ -216,7 +220,7 @@ def _main(argv: Sequence[str] | None = None) -> int:
                     epochs=args.epochs, batch_size=args.batch_size, lr=args.lr,
                     threads=args.threads,
                     seed=args.seed, cuda_graph=not args.no_cuda_graph,
-                    fuse=args.fuse_kernels, batch_per_rank=args.batch_per_rank,
+                    shared_pool=not args.no_shared_pool, fuse=args.fuse_kernels, batch_per_rank=args.batch_per_rank,
                     monitored=args.held_out_beats, progress=_progress_mode(args),
                     plots=not args.no_plots, cpu_kernels=not args.autograd)
     try:
@@ -248,7 +252,7 @@ def _config(args: argparse.Namespace) -> Config:
                   fill=args.fill,
                   method=args.method, device=args.device, epochs=args.epochs,
                   batch_size=args.batch_size, lr=args.lr, threads=args.threads, seed=args.seed,
-                  cuda_graph=not args.no_cuda_graph,
+                  cuda_graph=not args.no_cuda_graph, shared_pool=not args.no_shared_pool,
                   fuse=args.fuse_kernels, batch_per_rank=args.batch_per_rank,
                   monitored=args.held_out_beats, progress=_progress_mode(args),
                   plots=not args.no_plots, cpu_kernels=not args.autograd, records=args.records, workers=args.workers,

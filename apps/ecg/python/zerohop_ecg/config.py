@@ -48,6 +48,9 @@ class Config:
     threads: int | None = None
     #: On a GPU, each training step replays one captured CUDA graph (False: eager steps).
     cuda_graph: bool = True
+    #: On a GPU, the reader, zerohop's kernels and torch (its CUDA graphs too) draw from one
+    #: zerohop pool (shared_pool.py; False: torch keeps its own allocator).
+    shared_pool: bool = True
     #: Training steps compiled by torch.compile: fewer, fused kernels after a compilation of
     #: tens of seconds, for long runs and several GPUs.
     fuse: bool = False

@@ -25,6 +25,7 @@ from .figure_workers import Drawing
 from .output import Staging
 from .plots import beat_classes, held_out_label, input_figures, model_figures
 from .report import Accuracy, Counts, HandOff, Outlier, Stage, write_report
+from .shared_pool import MemorySummary, SharedPool
 from .sources import Input, TorchInBackground
 from .workers import usable_cores
 
@@ -48,6 +49,8 @@ class Result:
     accuracy: Accuracy | None
     outliers: list[Outlier]
     losses: list[float] = field(default_factory=list)
+    #: The shared pool's peak and what it held when the report was written (GPU job).
+    memory: MemorySummary | None = None
 
 
 #: What crosses a hand-off: a zerohop tensor, a NumPy array or a torch tensor.
@@ -274,11 +277,12 @@ def _draw(drawing: Drawing, ledger: _Ledger, begun: float, *figures: dict[str, d
 
 def _write_report(path: Path, config: Config, data: Input, params: _Params, ledger: _Ledger,
                   counts: Counts, scored: Accuracy | None, outliers: list[Outlier],
-                  plots: dict[str, Path], trained: Trained, few: str | None) -> Path:
+                  plots: dict[str, Path], trained: Trained, few: str | None,
+                  memory: MemorySummary | None) -> Path:
     from .vae import convergence_note
 
     return write_report(
-        path, source=data.description, params=params,
+        path, source=data.description, params=params, memory=memory,
         method=config.method, stages=ledger.stages, counts=counts, accuracy=scored,
         outliers=outliers, plots=plots, hand_offs=ledger.hand_offs, units=data.units,
         train={"epochs": config.epochs, "batch_size": trained["batch_size"],
@@ -300,13 +304,16 @@ def run(config: Config, say: Callable[[str], object] = print) -> Result:
     writing anything, and leaves `config.out` untouched unless the whole job succeeds."""
     sources.require_rest_of_job(config)
     staging = Staging(config.out)
-    # torch is imported (and the GPU warmed up) on a thread, behind reading the recording and
-    # detecting its beats, which need no torch (on the GPU as on the CPU: zerohop's own
-    # kernels and copies).
-    background = TorchInBackground(config)
     ledger = _Ledger()
     with staging, ExitStack() as cleanup:
         assert staging.path is not None  # made by `with staging`
+        # On a GPU, one zerohop pool serves the reader, zerohop's kernels and torch.
+        pool = (cleanup.enter_context(SharedPool(_device_index(config)))
+                if config.device == "cuda" and config.shared_pool else None)
+        # torch is imported (and the GPU warmed up) on a thread, behind reading the recording
+        # and detecting its beats, which need no torch (on the GPU as on the CPU: zerohop's
+        # own kernels and copies).
+        background = TorchInBackground(config, pool)
         # Figure workers (on machines with cores to spare) start now: each imports matplotlib
         # while this process reads the recording and imports torch.
         drawing = (cleanup.enter_context(
@@ -353,13 +360,21 @@ def run(config: Config, say: Callable[[str], object] = print) -> Result:
                 held_out_label=held_out_label(trained["monitored_beats"],
                                               trained["held_out_beats"])))
         ledger.host_copies()
+        memory = pool.summary() if pool is not None else None
         report = _write_report(staging.path / "report.md", config, data, params, ledger, counts,
-                               scored, outliers, plots, trained, few)
+                               scored, outliers, plots, trained, few, memory)
         staging.commit()
     return Result(report=config.out / report.name,
                   plots={name: config.out / p.name for name, p in plots.items()},
                   stages=ledger.stages, hand_offs=ledger.hand_offs, counts=counts,
-                  accuracy=scored, outliers=outliers, losses=trained["losses"])
+                  accuracy=scored, outliers=outliers, losses=trained["losses"], memory=memory)
+
+
+def _device_index(config: Config) -> int:
+    """The job's GPU: torchrun's rank-local device, else the first."""
+    import os
+
+    return int(os.environ.get("LOCAL_RANK", "0"))
 
 
 __all__ = ["Buffer", "Config", "Result", "run"]

@@ -6,6 +6,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal, NotRequired, TypeAlias, TypedDict
 
+from .shared_pool import MemorySummary, summary_line
+
 if TYPE_CHECKING:
     from .kernels import Params as _Params
 
@@ -209,7 +211,8 @@ def _accuracy_lines(accuracy: Accuracy) -> list[str]:
 def write_report(path: Path, *, source: str, params: _Params, method: str,
                  stages: Sequence[Stage], counts: Counts, accuracy: Accuracy | None,
                  outliers: Sequence[Outlier], plots: Mapping[str, Path], train: TrainSummary,
-                 hand_offs: Sequence[HandOff], units: str | None) -> Path:
+                 hand_offs: Sequence[HandOff], units: str | None,
+                 memory: MemorySummary | None = None) -> Path:
     rate = params["rate"]
     lines = [
         "# zerohop ECG pipeline report",
@@ -225,6 +228,8 @@ def write_report(path: Path, *, source: str, params: _Params, method: str,
         f"{held_out_note(train)} ({train['device']}, {train['threads']} CPU "
         f"thread(s){step_mode(train)}); {train['converged']}",
     ]
+    if memory is not None:
+        lines.append(summary_line(memory))
     if train.get("few"):
         lines.append(f"- **warning**: {train['few']}")
     if accuracy is not None:

@@ -28,6 +28,8 @@ from .text import plain_text
 if TYPE_CHECKING:
     from zerohop import Table, Tensor
 
+    from .shared_pool import SharedPool
+
 RATE_RANGE = (50.0, 100_000.0)
 #: DLPack's device type of CUDA memory.
 CUDA = 2
@@ -112,10 +114,11 @@ class TorchInBackground:
     as reading a day-long CSV file and detecting its beats on the CPU), then warms the GPU up
     (`vae.warm_up`) when the job runs there."""
 
-    def __init__(self, config: Config) -> None:
+    def __init__(self, config: Config, pool: SharedPool | None = None) -> None:
         import threading
 
         self._config = config
+        self._pool = pool
         self._imported = threading.Event()
         self._failure: list[BaseException] = []
         self._thread = threading.Thread(target=self._load, daemon=True,
@@ -129,6 +132,11 @@ class TorchInBackground:
             self._failure.append(err)
             return
         finally:
+            if self._pool is not None and not self._failure:
+                try:
+                    self._pool.install_torch()
+                except BaseException as err:  # noqa: BLE001 - raised again by `ready`
+                    self._failure.append(err)
             self._imported.set()
         if self._config.device == "cuda":
             try:

@@ -19,7 +19,7 @@ from collections.abc import Callable
 
 import torch
 
-from . import adam
+from . import adam, shared_pool
 from .adam import Adam
 
 #: Eager steps before the capture: cuDNN picks its algorithms, NCCL builds its communicator
@@ -248,7 +248,8 @@ class TrainingStep:
     def _capture(self) -> None:
         graph = torch.cuda.CUDAGraph()
         try:
-            with torch.cuda.graph(graph):
+            # The graph's private memory from the job's shared pool when there is one.
+            with torch.cuda.graph(graph, pool=shared_pool.graph_pool()):
                 self._run(self._batch, fused=self.fuse)
         except RuntimeError as error:
             # Nothing the capture recorded ran, so the model is as it was: go on eagerly.

@@ -235,6 +235,7 @@ def test_a_lab_export_with_gaps_reads_and_draws_on_the_gpu_without_torch_in_the_
 
 POOL_JOB = r"""
 import gc, sys
+from pathlib import Path
 import torch
 import zerohop.memory as zm
 from zerohop_ecg import shared_pool
@@ -247,8 +248,8 @@ def keep(self, device):
     pools.append(self)
 shared_pool.SharedPool.__init__ = keep
 
-result = run(Config(csv=sys.argv[1], rate=250.0, device="cuda", epochs=2, plots=False,
-                    progress=False, out=sys.argv[2]), say=lambda *_: None)
+result = run(Config(csv=Path(sys.argv[1]), rate=250.0, device="cuda", epochs=2, plots=False,
+                    progress=False, out=Path(sys.argv[2])), say=lambda *_: None)
 (pool,) = pools
 memory = result.memory
 assert memory is not None and memory["peak_bytes"] > 0 and memory["torch_peak_bytes"] > 0, memory

@@ -96,8 +96,9 @@ def _install_torch(share: zm.Resource, device: int, mode: str) -> Any:
     import torch
 
     # Both modes reach zerohop through the extension's C symbols, which allocate from the
-    # device's current zerohop resource.
-    zm.set_current(share)
+    # device's framework resource: torch's share, while zerohop's own allocations on the
+    # device keep the current resource (and are not counted as torch's).
+    zm.set_framework_resource(share)
     if mode == "mempool":
         return _TorchRoute(torch, device)
     allocator = torch.cuda.memory.CUDAPluggableAllocator(
@@ -161,6 +162,10 @@ class _TorchRoute:
         in it stay valid and go back when they die), and a fresh pool takes the route.
         Graph pools whose graphs are gone go too."""
         self.retire()
+        # With no route underway, one allocation lets torch process the events it deferred
+        # while the route was on (blocks used on other streams: record_stream), so their
+        # memory comes free for the cache emptying that follows.
+        self.torch.empty(1, device=f"cuda:{self.device}")
         # Graph pools no graph uses any more (only this list holds them) die now, with no
         # route underway, and give their memory back too.
         self.graph_pools = [pool for pool in self.graph_pools if pool.use_count() > 1]

@@ -35,6 +35,7 @@ __all__ = [
     "get_current",
     "install", "leaks", "reset_current", "set_current", "stats", "use_for_numpy",
     "C_MALLOC_SYMBOL", "C_FREE_SYMBOL", "C_QUIET_MALLOC_SYMBOL", "library_path", "take_refusal",
+    "set_framework_resource",
 ]
 
 #: C symbols exported by the extension, with the signatures torch's CUDAPluggableAllocator
@@ -146,6 +147,7 @@ set_current = _m.set_current
 get_current = _m.get_current
 reset_current = _m.reset_current
 take_refusal = _m.take_refusal
+set_framework_resource = _m.set_framework_resource
 
 
 def _find(resource: Resource | None, method: str) -> Any:

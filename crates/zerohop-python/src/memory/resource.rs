@@ -366,11 +366,9 @@ impl PyBlock {
         let inner = resource.get().inner.clone();
         let held = inner.clone();
         let stream = Stream::from_allocator(inner.device(), stream);
+        let allocate = move || held.allocate(nbytes, POOL_ALIGNMENT, stream);
         let address = py
-            .detach(move || {
-                held.allocate(nbytes, POOL_ALIGNMENT, stream)
-                    .map(|p| p.as_ptr() as usize)
-            })
+            .detach(move || allocate().map(|p| p.as_ptr() as usize))
             .py()?;
         let ptr = NonNull::new(address as *mut u8)
             .ok_or_else(|| PyValueError::new_err("the resource returned NULL"))?;
@@ -530,6 +528,14 @@ fn set_current(resource: &Bound<'_, PyResource>) -> PyResult<()> {
     Ok(())
 }
 
+/// Makes the C symbols frameworks load allocate from `resource` on its device, leaving the
+/// current resource (zerohop's own allocations) as it is.
+#[pyfunction]
+fn set_framework_resource(resource: &Bound<'_, PyResource>) {
+    let inner = resource.get().inner.clone();
+    zerohop::memory::set_framework_resource(inner.device(), Some(inner));
+}
+
 /// The current resource for `device` ("cpu" or "cuda:N"); None for a device without one.
 #[pyfunction]
 #[pyo3(signature = (device="cpu"))]
@@ -657,6 +663,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
         wrap_pyfunction!(get_current, m)?,
         wrap_pyfunction!(reset_current, m)?,
         wrap_pyfunction!(take_refusal, m)?,
+        wrap_pyfunction!(set_framework_resource, m)?,
     ] {
         m.add_function(f)?;
     }

@@ -153,7 +153,8 @@ mod framework_tests {
     use crate::device::Device;
     use crate::memory::{
         framework_allocate, framework_deallocate, reset_current_resource, set_current_resource,
-        take_framework_refusal, LimitResource, SystemResource, TrackingResource,
+        set_framework_resource, take_framework_refusal, LimitResource, SystemResource,
+        TrackingResource,
     };
 
     /// A block made while one resource was current goes back to that resource after another
@@ -214,6 +215,36 @@ mod framework_tests {
         );
         // SAFETY: `ptr` came from framework_allocate(64, 6, ..).
         unsafe { framework_deallocate(ptr, 64, 6, 0) }.unwrap();
+        reset_current_resource(slot);
+    }
+
+    /// The framework hooks allocate from the framework resource where one is set (torch's
+    /// share of a pool), while zerohop's own allocations keep the current resource.
+    #[test]
+    fn the_framework_resource_takes_the_hooks_and_leaves_the_current_one() {
+        let slot = Device::cuda(5);
+        let current = Arc::new(TrackingResource::new(
+            Arc::new(SystemResource::new()),
+            false,
+        ));
+        let hooks = Arc::new(TrackingResource::new(
+            Arc::new(SystemResource::new()),
+            false,
+        ));
+        set_current_resource(slot, current.clone());
+        set_framework_resource(slot, Some(hooks.clone()));
+        let ptr = framework_allocate(64, 5, 0).unwrap();
+        assert_eq!(
+            (hooks.outstanding().len(), current.outstanding().len()),
+            (1, 0)
+        );
+        // SAFETY: `ptr` came from framework_allocate(64, 5, ..).
+        unsafe { framework_deallocate(ptr, 64, 5, 0) }.unwrap();
+        set_framework_resource(slot, None);
+        let ptr = framework_allocate(64, 5, 0).unwrap();
+        assert_eq!(current.outstanding().len(), 1, "the current resource again");
+        // SAFETY: as above.
+        unsafe { framework_deallocate(ptr, 64, 5, 0) }.unwrap();
         reset_current_resource(slot);
     }
 }

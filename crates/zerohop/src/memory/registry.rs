@@ -11,6 +11,10 @@ use crate::error::{Error, Result};
 type Entry = (Device, Arc<dyn MemoryResource>);
 
 static CURRENT: RwLock<Vec<Entry>> = RwLock::new(Vec::new());
+/// What the framework hooks ([`framework_allocate`]) allocate from, where it differs from the
+/// current resource: torch's share of a pool, so zerohop's own allocations on the device are
+/// not counted as torch's.
+static FRAMEWORKS: RwLock<Vec<Entry>> = RwLock::new(Vec::new());
 
 /// Each block [`framework_allocate`] handed out, with the resource it came from: the current
 /// resource may change before the block comes back (a job switches to shared memory for one
@@ -161,14 +165,34 @@ fn framework_size(size: isize) -> Result<usize> {
     })
 }
 
+/// Makes the framework hooks of `resource`'s device ([`framework_allocate`]) allocate from it,
+/// leaving the current resource as it is (None: they follow the current resource again).
+/// Returns the slot.
+pub fn set_framework_resource(device: Device, resource: Option<Arc<dyn MemoryResource>>) -> Device {
+    let key = normalise(device);
+    let mut table = FRAMEWORKS.write().unwrap_or_else(|p| p.into_inner());
+    table.retain(|(d, _)| *d != key);
+    if let Some(resource) = resource {
+        table.push((key, resource));
+    }
+    key
+}
+
 fn framework_resource(device: i32) -> Result<Arc<dyn MemoryResource>> {
     let place = Device::from_allocator_index(device)?;
-    current_resource(place).ok_or_else(|| Error::Resource {
-        what: format!("allocation on {place}"),
-        reason: "no resource is current for it: set one (zh_resource_set_current in C, \
+    let own = FRAMEWORKS
+        .read()
+        .unwrap_or_else(|p| p.into_inner())
+        .iter()
+        .find(|(d, _)| *d == normalise(place))
+        .map(|(_, r)| r.clone());
+    own.or_else(|| current_resource(place))
+        .ok_or_else(|| Error::Resource {
+            what: format!("allocation on {place}"),
+            reason: "no resource is current for it: set one (zh_resource_set_current in C, \
                  zerohop.memory.set_current in Python)"
-            .into(),
-    })
+                .into(),
+        })
 }
 
 /// Host memory is one address space: a "cpu" resource serves every host-kind device id.

@@ -49,7 +49,10 @@ class Installation:
         if route is not None and _ROUTES.get(route.device) is route:
             del _ROUTES[route.device]
             route.retire()
-            route.graph_pools = [pool for pool in route.graph_pools if pool.use_count() > 1]
+            # Graph pools still in use by a graph wait for a later empty_cache.
+            _RETIRED_GRAPH_POOLS.extend(route.graph_pools)
+            route.graph_pools = []
+            _drop_idle_graph_pools()
         self._torch_route = None
 
     def __repr__(self) -> str:
@@ -208,7 +211,16 @@ def _note_refusals_on_torch_oom(torch: Any) -> None:
 
 
 _ROUTES: dict[int, _TorchRoute] = {}
+#: Graph pools of closed routes, kept while a graph uses them.
+_RETIRED_GRAPH_POOLS: list[Any] = []
 atexit.register(_end_routes)
+
+
+def _drop_idle_graph_pools() -> None:
+    """Graph pools of closed routes that no graph uses any more die (giving their memory
+    back) — only with no route underway, when a MemPool may die."""
+    if not _ROUTES:
+        _RETIRED_GRAPH_POOLS[:] = [p for p in _RETIRED_GRAPH_POOLS if p.use_count() > 1]
 
 
 def _empty_cache_returns_to_zerohop(torch: Any) -> None:
@@ -219,6 +231,7 @@ def _empty_cache_returns_to_zerohop(torch: Any) -> None:
     def empty_cache() -> None:
         for route in _ROUTES.values():
             route.release_cached()
+        _drop_idle_graph_pools()
         plain()
 
     empty_cache.__doc__ = plain.__doc__

@@ -252,8 +252,10 @@ result = run(Config(csv=Path(sys.argv[1]), rate=250.0, device="cuda", epochs=2, 
                     progress=False, out=Path(sys.argv[2])), say=lambda *_: None)
 (pool,) = pools
 memory = result.memory
-assert memory is not None and memory["peak_bytes"] > 0 and memory["torch_peak_bytes"] > 0, memory
-assert memory["torch_peak_bytes"] < memory["peak_bytes"], (memory, zm.stats(pool.stats), pool.installed.stats())
+assert memory is not None and memory["peak_bytes"] > 0, memory
+# torch's segments (2 MiB and up) and the reader's and kernels' blocks (smaller) in one pool.
+sizes = [size for size, count in zm.stats(pool.stats)["histogram"] if count]
+assert min(sizes) < (1 << 20) and max(sizes) >= (2 << 20), sizes
 report = result.report.read_text()
 assert "- memory: one zerohop pool" in report, report
 assert "each step one CUDA graph replay" in report, report

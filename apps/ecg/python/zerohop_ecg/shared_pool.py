@@ -15,7 +15,6 @@ ACTIVE: SharedPool | None = None
 
 class MemorySummary(TypedDict):
     peak_bytes: int
-    torch_peak_bytes: int
     held_blocks: int
     held_bytes: int
 
@@ -60,11 +59,8 @@ class SharedPool:
 
     def summary(self) -> MemorySummary:
         held = self._zm.leaks(self.tracking)
-        torch_peak = 0
-        if self.installed is not None:
-            torch_peak = int(self.installed.stats()["torch"]["peak_bytes"])
         return {"peak_bytes": int(self._zm.stats(self.stats)["peak_bytes"]),
-                "torch_peak_bytes": torch_peak, "held_blocks": len(held),
+                "held_blocks": len(held),
                 "held_bytes": sum(int(block["bytes"]) for block in held)}
 
 
@@ -76,7 +72,7 @@ def graph_pool() -> tuple[int, int] | None:
 def summary_line(memory: MemorySummary) -> str:
     mib = 1 << 20
     return (f"- memory: one zerohop pool for the reader, zerohop's kernels and torch (CUDA "
-            f"graphs included): peak {memory['peak_bytes'] / mib:.1f} MiB, torch's share "
-            f"{memory['torch_peak_bytes'] / mib:.1f} MiB at its peak; held when the report "
-            f"was written: {memory['held_blocks']} blocks, {memory['held_bytes'] / mib:.1f} "
-            f"MiB (the model, its outputs and torch's cache, given back as the job ends)")
+            f"graphs included): peak {memory['peak_bytes'] / mib:.1f} MiB; held when the "
+            f"report was written: {memory['held_blocks']} blocks, "
+            f"{memory['held_bytes'] / mib:.1f} MiB (the model, its outputs and torch's cache, "
+            f"given back as the job ends)")

@@ -74,5 +74,5 @@ def summary_line(memory: MemorySummary) -> str:
     return (f"- memory: one zerohop pool for the reader, zerohop's kernels and torch (CUDA "
             f"graphs included): peak {memory['peak_bytes'] / mib:.1f} MiB; held when the "
             f"report was written: {memory['held_blocks']} blocks, "
-            f"{memory['held_bytes'] / mib:.1f} MiB (the model, its outputs and torch's cache, "
-            f"given back as the job ends)")
+            f"{memory['held_bytes'] / mib:.1f} MiB (the model, its outputs and the segments "
+            f"torch caches)")

@@ -102,3 +102,39 @@ def test_a_missing_file_is_file_not_found_from_every_reader(tmp_path):
                  lambda: ecg.read_wfdb(missing)):
         with pytest.raises(FileNotFoundError, match="nowhere"):
             read()
+
+
+def test_a_rate_the_time_column_contradicts_is_refused_naming_both(tmp_path, capsys):
+    code, said, _ = run(tmp_path, capsys, "twelve.csv", export(), "--rate", "180")
+    assert code == 2
+    assert "--rate 180 Hz disagrees with the time column 'time', whose steps give 360 Hz" in said
+    assert "--rate-overrides-time" in said
+    assert not (tmp_path / "out").exists(), "nothing written"
+
+
+def test_a_rate_may_override_the_time_column_when_asked_and_the_report_says_so(tmp_path, capsys):
+    code, said, report = run(tmp_path, capsys, "twelve.csv", export(), "--rate", "180",
+                             "--rate-overrides-time")
+    assert code == 0, said
+    assert "--rate 180 Hz overrides the time column 'time' (360 Hz)" in report
+    assert "at 180 Hz" in report
+
+
+def test_a_rate_that_agrees_with_the_time_column_is_taken(tmp_path, capsys):
+    code, said, report = run(tmp_path, capsys, "twelve.csv", export(), "--rate", "360")
+    assert code == 0, said
+    assert "overrides" not in report and "at 360 Hz" in report
+
+
+def test_a_cp1252_export_is_refused_with_the_hint_then_read_with_encoding(tmp_path, capsys):
+    text = export().replace("time,I,II,V1", "Zeit (s),I (µV),Ableitung II (µV),V1 (µV)", 1)
+    data = text.encode("cp1252")
+    code, said, _ = run(tmp_path, capsys, "german.csv", data, "--column", "2")
+    assert code == 2
+    assert "not UTF-8" in said and "--encoding cp1252" in said
+    code, said, report = run(tmp_path, capsys, "german.csv", data, "--column", "2",
+                             "--encoding", "cp1252")
+    assert code == 0, said
+    assert "lead 'Ableitung II (µV)'" in report and "CP1252 text" in said
+    code, said, _ = run(tmp_path, capsys, "german.csv", data, "--encoding", "klingon")
+    assert code == 2 and "--encoding klingon: not a text encoding" in said

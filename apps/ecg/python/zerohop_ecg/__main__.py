@@ -89,6 +89,13 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--rate", type=_finite("the rate", 50.0, 100_000.0), metavar="HZ",
                    help="sampling rate, 50 to 100000 Hz (CSV without a time column; "
                    "synthetic: default 360)")
+    p.add_argument("--rate-overrides-time", action="store_true",
+                   help="keep --rate where a CSV time column's steps give another rate "
+                   "(otherwise the file is refused, naming both rates)")
+    p.add_argument("--encoding", metavar="CODEC",
+                   help="the CSV file's text encoding when it is not UTF-8: cp1252 (Excel on "
+                   "Windows in Western Europe), latin-1, ... (UTF-16/32 with a byte-order "
+                   "mark are recognised without it)")
     p.add_argument("--column", help="CSV column or WFDB lead, by name or 0-based index "
                    "(default: lead II or MLII when there is one, else the first signal; a "
                    "leading CSV time column is skipped, and gives the rate)")
@@ -213,6 +220,7 @@ def _main(argv: Sequence[str] | None = None) -> int:
     from .pipeline import run
 
     config = Config(out=args.out, csv=args.csv, wfdb=args.wfdb, rate=args.rate,
+                    rate_overrides_time=args.rate_overrides_time, encoding=args.encoding,
                     column=args.column, delimiter=args.delimiter, fill=args.fill,
                     synthetic_hours=args.synthetic, heart_rate=args.heart_rate,
                     ectopic=args.ectopic, day_swing=args.day_swing, method=args.method,
@@ -248,7 +256,8 @@ def _main(argv: Sequence[str] | None = None) -> int:
 
 
 def _config(args: argparse.Namespace) -> Config:
-    return Config(out=args.out, rate=args.rate, column=args.column, delimiter=args.delimiter,
+    return Config(out=args.out, rate=args.rate, rate_overrides_time=args.rate_overrides_time,
+                  encoding=args.encoding, column=args.column, delimiter=args.delimiter,
                   fill=args.fill,
                   method=args.method, device=args.device, epochs=args.epochs,
                   batch_size=args.batch_size, lr=args.lr, threads=args.threads, seed=args.seed,

@@ -28,6 +28,11 @@ class Config:
     csv: Path | None = None
     wfdb: Path | None = None
     rate: float | None = None
+    #: With a CSV time column: keep `rate` even where the column's steps say otherwise.
+    rate_overrides_time: bool = False
+    #: The CSV file's text encoding when it is not UTF-8 (or UTF-16/32 with a BOM): "cp1252",
+    #: "latin-1", ... (None: UTF-8).
+    encoding: str | None = None
     column: str | None = None
     delimiter: str | None = None
     #: Missing or non-numeric cells of the ECG column: "error", "interpolate" or "zero".

@@ -331,16 +331,23 @@ def _from_csv(config: Config, say: Callable[[str], object]) -> Input:
     if not path.is_file():
         raise EcgInputError(f"--csv {path}: no such file")
     where = f"--csv {path}"
-    with plain_text(path, where, say) as text:
-        header = csv_header(text, delimiter=config.delimiter)
-        names, units = header["names"], header.get("units")
-        if config.rate is None and len(names) == 1:
-            # Only a leading time column could tell the rate; a lone column is none.
-            raise EcgInputError(f"{where}: the sampling rate is unknown (no time column); "
-                                f"pass --rate HZ")
-        on_gpu = config.device == "cuda"
-        table = _read_csv_table(text, header["delimiter"], config.fill, on_gpu,
-                                where, say)
+    with plain_text(path, where, say, config.encoding) as text:
+        try:
+            header = csv_header(text, delimiter=config.delimiter)
+            names, units = header["names"], header.get("units")
+            if config.rate is None and len(names) == 1:
+                # Only a leading time column could tell the rate; a lone column is none.
+                raise EcgInputError(f"{where}: the sampling rate is unknown (no time "
+                                    f"column); pass --rate HZ")
+            on_gpu = config.device == "cuda"
+            table = _read_csv_table(text, header["delimiter"], config.fill, on_gpu,
+                                    where, say)
+        except ValueError as error:
+            if "not UTF-8" not in str(error) or config.encoding is not None:
+                raise
+            raise EcgInputError(f"{error}: a file from Excel on Windows or an older lab system "
+                                f"is often cp1252 or latin-1; pass --encoding cp1252 (or "
+                                f"latin-1)") from None
     rate = config.rate
     notes: list[str] = []
     first = _head(table, names[0], on_gpu)
@@ -358,6 +365,12 @@ def _from_csv(config: Config, say: Callable[[str], object]) -> Input:
         if assumed:
             say(f"note: {assumed}; if that is wrong, pass --rate HZ")
             notes.append(assumed)
+    elif timed and column != names[0] and rate is not None:
+        overridden = _rate_against_time(rate, first, units[0] if units else None, names[0],
+                                        where, config.rate_overrides_time)
+        if overridden:
+            say(f"note: {overridden}")
+            notes.append(overridden)
     if rate is None:
         raise EcgInputError(f"{where}: the sampling rate is unknown (no time column); pass "
                             f"--rate HZ")
@@ -383,6 +396,30 @@ def _from_csv(config: Config, say: Callable[[str], object]) -> Input:
     return Input(signal=signal, rate=rate, samples=len(table),
                  description=description, units=unit, truth=None, stage=stage,
                  host_copy=host_copy)
+
+
+#: How far --rate may stand from a time column's rate before the file is refused: clocks
+#: rounded to the ms at 360 Hz stray by less than this.
+RATE_TOLERANCE = 0.01
+
+
+def _rate_against_time(rate: float, first: NDArray[Any], units: str | None, name: str,
+                       where: str, overrides: bool) -> str | None:
+    """Refuses a --rate the time column contradicts (a 72 bpm recording read at half its rate
+    reports 36 bpm), unless `overrides`; returns the note for the report when it does."""
+    try:
+        implied, _ = _time_rate(first, units, name)
+    except EcgInputError:
+        return None  # steps that give no ECG rate: --rate is the only rate there is
+    if abs(implied - rate) <= RATE_TOLERANCE * implied:
+        return None
+    if not overrides:
+        raise EcgInputError(
+            f"{where}: --rate {rate:g} Hz disagrees with the time column {name!r}, whose "
+            f"steps give {implied:g} Hz (durations and heart rates would be off by "
+            f"{implied / rate:.3g}×); drop --rate to use the time column, or pass "
+            f"--rate-overrides-time to keep {rate:g} Hz")
+    return f"--rate {rate:g} Hz overrides the time column {name!r} ({implied:g} Hz)"
 
 
 def _head(table: Table, name: str, on_gpu: bool) -> NDArray[Any]:

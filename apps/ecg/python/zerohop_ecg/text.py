@@ -66,13 +66,23 @@ def _encoding(head: bytes) -> str | None:
 
 
 @contextlib.contextmanager
-def plain_text(path: Path, where: str, say: Callable[[str], object]) -> Iterator[Path]:
+def plain_text(path: Path, where: str, say: Callable[[str], object],
+               encoding: str | None = None) -> Iterator[Path]:
     """`path` itself when it is plain UTF-8 (or ASCII) text; otherwise a decompressed and/or
-    re-encoded UTF-8 copy, made by streaming, that lives for the `with` block."""
+    re-encoded UTF-8 copy, made by streaming, that lives for the `with` block. `encoding`
+    names the text's codec where no byte-order mark does (cp1252, latin-1, ...)."""
+    if encoding is not None:
+        try:
+            encoding = codecs.lookup(encoding).name
+        except LookupError:
+            raise EcgInputError(f"--encoding {encoding}: not a text encoding Python knows "
+                                f"(cp1252, latin-1, utf-8, ...)") from None
+        if encoding == "utf-8":
+            encoding = None
     with open(path, "rb") as f:
         head = f.read(8)
     kind = _kind(head)
-    if kind is None and _encoding(head) in (None, "utf-8-sig"):
+    if kind is None and encoding is None and _encoding(head) in (None, "utf-8-sig"):
         yield path
         return
     with tempfile.TemporaryDirectory(prefix="zerohop-csv-") as room:
@@ -81,13 +91,16 @@ def plain_text(path: Path, where: str, say: Callable[[str], object]) -> Iterator
         try:
             with source, open(plain, "wb") as out:
                 first = source.read(CHUNK)
-                encoding = _encoding(first[:8])
-                if encoding in (None, "utf-8-sig"):
+                marked = _encoding(first[:8])
+                if marked is not None:  # a byte-order mark outranks --encoding
+                    encoding = None if marked == "utf-8-sig" else marked
+                if encoding is None:
                     out.write(first)
                     shutil.copyfileobj(source, out, CHUNK)
                 else:
                     decoder = codecs.getincrementaldecoder(encoding)()
-                    chunk = first[len(next(b for b, e in BOMS if e == encoding)):]
+                    bom = next((b for b, e in BOMS if e == marked), b"") if marked else b""
+                    chunk = first[len(bom):]
                     while True:
                         out.write(decoder.decode(chunk, final=not chunk).encode("utf-8"))
                         if not chunk:
@@ -97,7 +110,7 @@ def plain_text(path: Path, where: str, say: Callable[[str], object]) -> Iterator
             raise EcgInputError(f"{where}: could not read it as {kind or encoding} "
                                 f"({error})") from None
         said = [f"{kind}-compressed" if kind else None,
-                f"{encoding.upper()} text" if encoding not in (None, "utf-8-sig") else None]
+                f"{encoding.upper()} text" if encoding is not None else None]
         say(f"{where}: {' '.join(s for s in said if s)}, read as plain UTF-8 "
             f"({plain.stat().st_size:,} bytes)")
         yield plain

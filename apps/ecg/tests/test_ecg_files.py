@@ -138,3 +138,10 @@ def test_a_cp1252_export_is_refused_with_the_hint_then_read_with_encoding(tmp_pa
     assert "lead 'Ableitung II (µV)'" in report and "CP1252 text" in said
     code, said, _ = run(tmp_path, capsys, "german.csv", data, "--encoding", "klingon")
     assert code == 2 and "--encoding klingon: not a text encoding" in said
+
+
+def test_a_preamble_of_comment_lines_is_skipped(tmp_path, capsys):
+    preamble = "# Recorder: Holter XYZ, serial 0042\n# Patient: anonymous\n\n"
+    code, said, report = run(tmp_path, capsys, "preamble.csv", preamble + export())
+    assert code == 0, said
+    assert "using 'II'" in said and "at 360 Hz" in report

@@ -233,11 +233,12 @@ fn sniff(data: &[u8], start: usize, path: &Path) -> Result<u8> {
 /// [`analyze`] reads of the file: the first line, the sniffing window after it and the next
 /// non-blank line (a units row or not). None when more of the file is needed.
 pub(super) fn layout_lines(prefix: &[u8]) -> Option<&[u8]> {
-    let start = if prefix.starts_with(BOM) {
+    let bom = if prefix.starts_with(BOM) {
         BOM.len()
     } else {
         0
     };
+    let (start, _) = past_comments(prefix, bom);
     let end = prefix.iter().rposition(|&b| b == b'\n')? + 1;
     let lines = &prefix[..end];
     if end - start < SNIFF_BYTES {
@@ -254,7 +255,23 @@ pub(super) fn layout_lines(prefix: &[u8]) -> Option<&[u8]> {
     None
 }
 
-/// Reads the layout from the start of `data`. `delimiter`: None sniffs; `has_header`: None
+/// Where the text starts after a preamble of comment lines (each starting with `#`, as
+/// recorders' exports write the device, the patient or the settings; blank lines between them
+/// belong to the preamble), and how many lines it took.
+pub(super) fn past_comments(data: &[u8], mut pos: usize) -> (usize, usize) {
+    let mut skipped = 0;
+    loop {
+        let (line, next) = line_at(data, pos);
+        let comment = line.trim_ascii_start().starts_with(b"#");
+        if next == pos || !(comment || (skipped > 0 && is_blank(line))) {
+            return (pos, skipped);
+        }
+        pos = next;
+        skipped += 1;
+    }
+}
+
+/// Reads the layout from the start of `data` (after a preamble of `#` lines). `delimiter`: None sniffs; `has_header`: None
 /// detects (a first line with a field that is not a number is a header).
 pub(super) fn analyze(
     data: &[u8],
@@ -262,7 +279,8 @@ pub(super) fn analyze(
     delimiter: Option<u8>,
     has_header: Option<bool>,
 ) -> Result<CsvHeader> {
-    let start = if data.starts_with(BOM) { BOM.len() } else { 0 };
+    let bom = if data.starts_with(BOM) { BOM.len() } else { 0 };
+    let (start, skipped) = past_comments(data, bom);
     let (first, after_first) = line_at(data, start);
     if is_blank(first) {
         return Err(invalid(
@@ -293,9 +311,10 @@ pub(super) fn analyze(
             ),
         )
     };
-    text(first, 1)?;
+    let first_number = skipped + 1;
+    text(first, first_number)?;
     let fields: Vec<String> = split_fields(first, delimiter)
-        .map_err(|e| quote_error(e, 1))?
+        .map_err(|e| quote_error(e, first_number))?
         .iter()
         // Lossless: the line is UTF-8 and only ASCII bytes (quotes, spaces) were removed.
         .map(|f| String::from_utf8_lossy(f).into_owned())
@@ -320,17 +339,17 @@ pub(super) fn analyze(
         delimiter,
         delimiter_sniffed,
         has_header,
-        first_data_line: 1,
+        first_data_line: first_number,
         data_offset: start,
         names,
     };
     if !has_header {
         return Ok(header);
     }
-    header.first_data_line = 2;
+    header.first_data_line = first_number + 1;
     header.data_offset = after_first;
     // The units row, if any, is the next non-blank line.
-    let (mut pos, mut number) = (after_first, 2);
+    let (mut pos, mut number) = (after_first, first_number + 1);
     while pos < data.len() {
         let (line, next) = line_at(data, pos);
         if !is_blank(line) {
@@ -377,6 +396,26 @@ mod tests {
 
     fn header(text: &str) -> Result<CsvHeader> {
         analyze(text.as_bytes(), Path::new("h.csv"), None, None)
+    }
+
+    #[test]
+    fn a_preamble_of_comment_lines_is_skipped_and_lines_keep_their_numbers() {
+        let text = "# Holter XYZ, serial 12\n  # 250 Hz, lead II\n\ntime,II\n0,1.0\n";
+        let h = header(text).unwrap();
+        assert_eq!(h.names, ["time", "II"]);
+        assert_eq!(h.first_data_line, 5);
+        assert_eq!(&text.as_bytes()[h.data_offset..], b"0,1.0\n");
+        let bare = header("# only a comment\n1.0\n2.0\n").unwrap();
+        assert!(!bare.has_header);
+        assert_eq!((bare.first_data_line, bare.names.len()), (2, 1));
+        let err = analyze(b"# a comment\n\xff,1\n", Path::new("h.csv"), None, None)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("line 2 is not UTF-8"), "{err}");
+        assert!(
+            header("\ntime,II\n").is_err(),
+            "a blank first line is still refused"
+        );
     }
 
     #[test]

@@ -145,3 +145,22 @@ def test_a_preamble_of_comment_lines_is_skipped(tmp_path, capsys):
     code, said, report = run(tmp_path, capsys, "preamble.csv", preamble + export())
     assert code == 0, said
     assert "using 'II'" in said and "at 360 Hz" in report
+
+
+def test_a_clock_time_column_gives_the_rate_and_text_elsewhere_is_not_read(tmp_path, capsys):
+    """ISO 8601 clock times in the first column (as monitors export them), and a column of
+    text (event markers) the job does not use: neither stops it."""
+    import datetime
+
+    signal, _, _ = ecg.synthesize(30.0, rate=250.0, heart_rate=70, seed=4)
+    x = np.from_dlpack(signal)
+    start = datetime.datetime(2026, 11, 27, 10, 0, 0)
+    rows = ["timestamp,II,event"]
+    for i, v in enumerate(x):
+        moment = start + datetime.timedelta(microseconds=4000 * i)
+        rows.append(f"{moment.isoformat(timespec='milliseconds')}Z,{v:.4f},"
+                    f"{'lead off' if i == 100 else 'ok'}")
+    code, said, report = run(tmp_path, capsys, "monitor.csv", "\n".join(rows) + "\n")
+    assert code == 0, said
+    assert "250 Hz, is read from the time column 'timestamp'" in said
+    assert "at 250 Hz" in report and "lead 'II'" in report

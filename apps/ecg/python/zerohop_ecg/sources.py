@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -266,21 +267,65 @@ class _MissingCells(TypedDict, total=False):
 
 
 def _read_csv_table(path: Path, delimiter: str, fill: str, on_gpu: bool, where: str,
-                    say: Callable[[str], object]) -> Table:
-    """The file as a zerohop Table; missing cells as NaN unless --fill is "error"."""
+                    say: Callable[[str], object], columns: list[str]) -> Table:
+    """The columns the job needs as a zerohop Table (the others are not parsed, so text
+    there is no obstacle); missing cells as NaN unless --fill is "error"."""
     options: _MissingCells = {} if fill == "error" else {"empty": "nan", "nan": "allow"}
     try:
         if on_gpu and fill == "error":
             # Parsed in device memory: only the head of the first column comes back (to tell
             # a time axis and its rate).
-            table, report = read_csv(path, delimiter=delimiter, device="cuda:0", report=True)
+            table, report = read_csv(path, columns=columns, delimiter=delimiter,
+                                     device="cuda:0", report=True)
             if report["fallback"]:
                 say(f"CSV parsed on the host and copied to the GPU: {report['fallback']}")
             return table
-        return read_csv(path, delimiter=delimiter, **options)
+        return read_csv(path, columns=columns, delimiter=delimiter, **options)
     except MissingCellError as error:
         raise EcgInputError(f"{where}: {error}; pass --fill interpolate (or --fill zero) "
                             f"to fill missing cells, which the report then lists") from None
+
+
+def _columns_to_read(config: Config, names: Sequence[str], where: str,
+                     clock: bool) -> list[str]:
+    """The first column (a time axis or not; not with `clock`, read apart) and the lead: the
+    one asked for, else lead II by name, else the second column (a lead if the first is time,
+    else only read to be told apart)."""
+    if config.column is not None:
+        lead = _column_by_name_or_index(names, config.column, where)
+    else:
+        lead = _default_lead(names[1:] if clock else names) or names[min(1, len(names) - 1)]
+    if clock:
+        return [lead]
+    return [names[0]] if lead == names[0] else [names[0], lead]
+
+
+#: A clock time as exports write it: 2026-11-27T10:00:00.004, optionally with a zone.
+_ISO_TIME = re.compile(r"^\d{4}-\d\d-\d\d[T ]\d\d:\d\d(:\d\d(\.\d+)?)?(Z|[+-]\d\d:?\d\d)?$")
+
+
+_ZONE = re.compile(r"(Z|[+-]\d\d:?\d\d)$")
+
+
+def _clock_times(path: Path, delimiter: str, first_line: int) -> NDArray[np.float64] | None:
+    """Seconds since the first row of a first column of ISO 8601 clock times (the first
+    TIME_HEAD rows, enough for the rate); None when the first column is not clock times."""
+    import itertools
+
+    seconds: list[float] = []
+    with open(path, encoding="utf-8", errors="replace") as f:
+        rows = itertools.islice(f, first_line - 1, first_line - 1 + TIME_HEAD)
+        for row in rows:
+            cell = row.split(delimiter, 1)[0].strip().strip("\"'")
+            if not _ISO_TIME.match(cell):
+                break  # the end of the file's rows, or not clock times at all
+            # The zone is the same on every row: the steps do not need it.
+            moment = np.datetime64(_ZONE.sub("", cell)[:26].replace(" ", "T"), "us")
+            seconds.append(float(moment.astype(np.int64)) / 1e6)
+    if not seconds:
+        return None
+    start = seconds[0]
+    return np.asarray(seconds) - start
 
 
 def _fill_missing(values: NDArray[Any], column: str, fill: str,
@@ -340,8 +385,12 @@ def _from_csv(config: Config, say: Callable[[str], object]) -> Input:
                 raise EcgInputError(f"{where}: the sampling rate is unknown (no time "
                                     f"column); pass --rate HZ")
             on_gpu = config.device == "cuda"
+            # A clock-time first column (ISO 8601) is read here, not by the numeric reader.
+            clock = (_clock_times(text, header["delimiter"], header["first_data_line"])
+                     if len(names) > 1 else None)
+            wanted = _columns_to_read(config, names, where, clock is not None)
             table = _read_csv_table(text, header["delimiter"], config.fill, on_gpu,
-                                    where, say)
+                                    where, say, wanted)
         except ValueError as error:
             if "not UTF-8" not in str(error) or config.encoding is not None:
                 raise
@@ -350,7 +399,9 @@ def _from_csv(config: Config, say: Callable[[str], object]) -> Input:
                                 f"latin-1)") from None
     rate = config.rate
     notes: list[str] = []
-    first = _head(table, names[0], on_gpu)
+    # Clock times: seconds since the first row, a time axis like any other.
+    first = clock if clock is not None else _head(table, names[0], on_gpu)
+    time_unit = "s" if clock is not None else (units[0] if units else None)
     timed = len(names) > 1 and is_time_axis(first)
     if config.column is not None:
         column = _column_by_name_or_index(names, config.column, where)
@@ -360,14 +411,14 @@ def _from_csv(config: Config, say: Callable[[str], object]) -> Input:
     else:
         column = _default_lead(names) or names[0]
     if timed and column != names[0] and rate is None:
-        rate, assumed = _time_rate(first, units[0] if units else None, names[0])
+        rate, assumed = _time_rate(first, time_unit, names[0])
         say(f"the sampling rate, {rate:g} Hz, is read from the time column {names[0]!r}")
         if assumed:
             say(f"note: {assumed}; if that is wrong, pass --rate HZ")
             notes.append(assumed)
     elif timed and column != names[0] and rate is not None:
-        overridden = _rate_against_time(rate, first, units[0] if units else None, names[0],
-                                        where, config.rate_overrides_time)
+        overridden = _rate_against_time(rate, first, time_unit, names[0], where,
+                                        config.rate_overrides_time)
         if overridden:
             say(f"note: {overridden}")
             notes.append(overridden)

@@ -164,3 +164,27 @@ def test_a_clock_time_column_gives_the_rate_and_text_elsewhere_is_not_read(tmp_p
     assert code == 0, said
     assert "250 Hz, is read from the time column 'timestamp'" in said
     assert "at 250 Hz" in report and "lead 'II'" in report
+
+
+def test_each_first_message_names_the_actual_problem(tmp_path, capsys):
+    code, said, _ = run(tmp_path, capsys, "header.csv", "time,II\n")
+    assert code == 2 and "a header ('time', 'II') but no rows of data" in said
+    (tmp_path / "folder").mkdir()
+    code = main(["--csv", str(tmp_path / "folder"), "--no-plots", "--out", str(tmp_path / "o")])
+    said = capsys.readouterr().err
+    assert code == 2 and "a directory, not a file" in said and "--records" in said
+    preamble = "Patient: anonymous\n" + "\n".join(f"{v:.3f}" for v in np.sin(np.arange(900)))
+    code, said, _ = run(tmp_path, capsys, "preamble.csv", preamble + "\n")
+    assert code == 2 and "one column named 'Patient: anonymous'" in said
+    assert "start it with #" in said
+    piped = "time|II\n" + "\n".join(f"{i / 360:.5f}|{v:.3f}" for i, v in
+                                    enumerate(np.sin(np.arange(900))))
+    code, said, _ = run(tmp_path, capsys, "piped.csv", piped + "\n")
+    assert code == 2 and "one column named 'time|II'" in said and "--delimiter" in said
+
+
+def test_excel_s_trailing_delimiter_is_an_empty_column_left_alone(tmp_path, capsys):
+    text = "\n".join(line + "," for line in export().splitlines()) + "\n"
+    code, said, report = run(tmp_path, capsys, "excel.csv", text)
+    assert code == 0, said
+    assert "lead 'II'" in report and "at 360 Hz" in report

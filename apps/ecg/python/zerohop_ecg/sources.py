@@ -286,6 +286,25 @@ def _read_csv_table(path: Path, delimiter: str, fill: str, on_gpu: bool, where: 
                             f"to fill missing cells, which the report then lists") from None
 
 
+def _has_rows(path: Path, first_line: int) -> bool:
+    """Whether a non-blank line follows the header (and units row)."""
+    import itertools
+
+    with open(path, encoding="utf-8", errors="replace") as f:
+        return any(line.strip() for line in itertools.islice(f, first_line - 1, None))
+
+
+def _one_column_hint(header: Any) -> str:
+    """What a file read as one column may really be: a preamble line taken for the header,
+    or a delimiter the sniffer does not know."""
+    if not header["has_header"]:
+        return ""
+    name = header["names"][0]
+    return (f"; the file reads as one column named {name!r}: if that line comes before the "
+            f"header (a preamble), start it with # or remove it; if the file has more "
+            f"columns, name their separator with --delimiter")
+
+
 def _columns_to_read(config: Config, names: Sequence[str], where: str,
                      clock: bool) -> list[str]:
     """The first column (a time axis or not; not with `clock`, read apart) and the lead: the
@@ -373,6 +392,9 @@ def _from_csv(config: Config, say: Callable[[str], object]) -> Input:
 
     assert config.csv is not None  # load() reads a CSV file only when there is one
     path = Path(config.csv)
+    if path.is_dir():
+        raise EcgInputError(f"--csv {path}: a directory, not a file (many recordings: "
+                            f"--records {path})")
     if not path.is_file():
         raise EcgInputError(f"--csv {path}: no such file")
     where = f"--csv {path}"
@@ -380,10 +402,13 @@ def _from_csv(config: Config, say: Callable[[str], object]) -> Input:
         try:
             header = csv_header(text, delimiter=config.delimiter)
             names, units = header["names"], header.get("units")
+            if not _has_rows(text, header["first_data_line"]):
+                raise EcgInputError(f"{where}: a header ({', '.join(map(repr, names))}) "
+                                    f"but no rows of data")
             if config.rate is None and len(names) == 1:
                 # Only a leading time column could tell the rate; a lone column is none.
                 raise EcgInputError(f"{where}: the sampling rate is unknown (no time "
-                                    f"column); pass --rate HZ")
+                                    f"column); pass --rate HZ{_one_column_hint(header)}")
             on_gpu = config.device == "cuda"
             # A clock-time first column (ISO 8601) is read here, not by the numeric reader.
             clock = (_clock_times(text, header["delimiter"], header["first_data_line"])

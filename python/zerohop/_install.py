@@ -132,8 +132,9 @@ class _TorchRoute:
     def __init__(self, torch: Any, device: int) -> None:
         self.torch, self.device = torch, device
         torch.cuda.init()
-        # The quiet symbol: torch checks for NULL here, frees its cache and retries, then
-        # raises its own OutOfMemoryError, to which zerohop's reason is added as a note.
+        # The quiet symbol: torch checks for NULL here and raises its own OutOfMemoryError
+        # (while the route is on it does not free its cache first), to which zerohop's
+        # reason is added as a note.
         self.allocator = torch.cuda.memory.CUDAPluggableAllocator(
             zm.library_path(), zm.C_QUIET_MALLOC_SYMBOL, zm.C_FREE_SYMBOL
         )

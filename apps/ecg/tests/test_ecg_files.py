@@ -188,3 +188,18 @@ def test_excel_s_trailing_delimiter_is_an_empty_column_left_alone(tmp_path, caps
     code, said, report = run(tmp_path, capsys, "excel.csv", text)
     assert code == 0, said
     assert "lead 'II'" in report and "at 360 Hz" in report
+
+
+def test_durations_and_times_read_as_a_clock():
+    from zerohop_ecg.report import clock
+
+    assert clock(10) == "0:00:10" and clock(86400) == "24:00:00"
+    assert clock(46647.62, 2) == "12:57:27.62" and clock(59.999, 2) == "0:01:00.00"
+    assert clock(-1) == "0:00:00"
+
+
+def test_the_report_gives_the_recording_s_length_as_a_clock(tmp_path, capsys):
+    code, said, report = run(tmp_path, capsys, "twelve.csv", export(seconds=30.0))
+    assert code == 0, said
+    assert "(lasting 0:00:30, h:mm:ss)" in report
+    assert "| time from the start (h:mm:ss) |" in report

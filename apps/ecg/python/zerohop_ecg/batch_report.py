@@ -11,7 +11,7 @@ from numpy.typing import NDArray
 
 from . import plots
 from .records import RecordBeats, RecordFailure
-from .report import StepInfo, held_out_note, readable_bytes, step_mode
+from .report import StepInfo, clock, held_out_note, readable_bytes, step_mode
 
 
 
@@ -115,7 +115,7 @@ def write_batch_report(path: Path, *, backend: str, records: Sequence[RecordBeat
                   f"nodes to bring rows made elsewhere to the job's node (per record below: "
                   f"\"between nodes\"; rows made on the job's node moved 0).", ""]
     lines += ["## Records", "",
-              "| record | rate (Hz) | duration (min) | beats | median bpm | sensitivity | +P | "
+              "| record | rate (Hz) | duration (h:mm:ss) | beats | median bpm | sensitivity | +P | "
               "rows lived in | bytes copied | " + ("between nodes | " if nodes else "")
               + "seconds | worker |",
               "|---|---:|---:|---:|---:|---:|---:|---|---:|" + ("---:|" if nodes else "")
@@ -124,7 +124,7 @@ def write_batch_report(path: Path, *, backend: str, records: Sequence[RecordBeat
         a = r.accuracy
         score = (f"{_percent(a['sensitivity'])} | {_percent(a['ppv'])}" if a and a["scored"]
                  else "not scored (too short) | –" if a else "– | –")
-        lines.append(f"| {r.name} | {r.rate:g} | {r.samples / r.rate / 60:.1f} | "
+        lines.append(f"| {r.name} | {r.rate:g} | {clock(r.samples / r.rate)} | "
                      f"{r.rows:,} | {r.bpm:.0f} | {score} | {h['place']} | "
                      f"{h['copied']:,} | " + (f"{r.transferred:,} | " if nodes else "")
                      + f"{r.seconds:.2f} | {r.worker} |")
@@ -134,8 +134,9 @@ def write_batch_report(path: Path, *, backend: str, records: Sequence[RecordBeat
     lines += ["", "## Most unusual beats", "",
               "Largest reconstruction errors (mean squared error of the normalised beat, in "
               "units of the beats' variance):", "",
-              "| record | time (s) | error |", "|---|---:|---:|"]
-    lines += [f"| {o['record']} | {o['time']:.2f} | {o['error']:.4f} |" for o in outliers]
+              "| record | time from the start (h:mm:ss) | error |", "|---|---:|---:|"]
+    lines += [f"| {o['record']} | {clock(o['time'], 2)} | {o['error']:.4f} |"
+              for o in outliers]
     lines += ["", "## Training", "", "Per epoch, over every rank's beats: the losses, the "
               "seconds since training began, and this epoch's seconds in the training steps "
               "and in measuring the held-out loss.", "",

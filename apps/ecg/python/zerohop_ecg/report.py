@@ -121,6 +121,17 @@ BEAT_CLASSES = {
 }
 
 
+def clock(seconds: float, decimals: int = 0) -> str:
+    """A duration or a time from the start as h:mm:ss (h:mm:ss.ss with `decimals`), as a
+    clinician reads a recording's time: 0:00:10 for ten seconds, 24:00:00 for a day."""
+    scale = 10 ** decimals
+    ticks = round(max(seconds, 0.0) * scale)
+    whole, fraction = divmod(ticks, scale)
+    hours, rest = divmod(whole, 3600)
+    text = f"{hours}:{rest // 60:02d}:{rest % 60:02d}"
+    return text + (f".{fraction:0{decimals}d}" if decimals else "")
+
+
 def readable_bytes(n: float) -> str:
     for unit in ("B", "KiB", "MiB"):
         if n < 1024:
@@ -218,7 +229,8 @@ def write_report(path: Path, *, source: str, params: _Params, method: str,
         "# zerohop ECG pipeline report",
         "",
         f"- input: {source}; {counts['samples']:,} samples at {rate:g} Hz "
-        f"({counts['samples'] / rate / 60:.1f} min), amplitude in {units or 'unstated units'}",
+        f"(lasting {clock(counts['samples'] / rate)}, h:mm:ss), amplitude in "
+        f"{units or 'unstated units'}",
         _method_line(method, params),
         f"- beats: {counts['detected']:,} detected (median {counts['bpm']:.0f} bpm), "
         f"{counts['beats']:,} rows for the model; {counts['edge_dropped']} too close to the "
@@ -266,11 +278,12 @@ def write_report(path: Path, *, source: str, params: _Params, method: str,
         "",
         f"The {len(outliers)} highest of the {counts['beats']:,} beats ranked.",
         "",
-        "| rank | beat | R peak (sample) | time (s) | reconstruction error (variances) |",
+        "| rank | beat | R peak (sample) | time from the start (h:mm:ss) "
+        "| reconstruction error (variances) |",
         "|---|---|---|---|---|",
     ]
     for rank, row in enumerate(outliers, 1):
-        lines.append(f"| {rank} | {row['beat']} | {row['peak']} | {row['time']:.2f} | "
+        lines.append(f"| {rank} | {row['beat']} | {row['peak']} | {clock(row['time'], 2)} | "
                      f"{row['error']:.5f} |")
     if plots:
         lines += ["", "## Figures", ""]

@@ -150,6 +150,11 @@ def test_the_job_on_the_bundled_record_100_scores_its_detection(tmp_path, capsys
     sens, ppv = (float(cell.strip(" %")) for cell in table.split("|")[1:3])
     assert sens >= 99.5 and ppv >= 99.5, table
     assert "| V | premature ventricular |" in report
+    # The outliers carry their reference class, a clock time and the RR context.
+    ranked = report.split("| RR before / after (ms) |")[1].splitlines()[2:12]
+    assert len(ranked) == 10 and all(row.split("|")[3].strip() in "NAVLRFJ?" for row in ranked)
+    assert all(re.search(r"\| \d+:\d\d:\d\d\.\d\d \| (\d+|–) / (\d+|–) \|", row)
+               for row in ranked), ranked
     stage_rows = [line for line in report.splitlines() if line.startswith("| ") and " B |" in line]
     assert stage_rows and all(line.endswith("| 0 B |") for line in stage_rows), stage_rows
     assert "| NO |" not in report

@@ -228,11 +228,25 @@ def _embed(config: Config, trained: Trained, x: Any,
     return views["latent μ"], views["reconstruction error"]
 
 
-def _outliers(error: NDArray[Any], beat_peaks: NDArray[Any], rate: float) -> list[Outlier]:
-    """The ten beats the model reconstructs worst."""
+def _outliers(error: NDArray[Any], beat_peaks: NDArray[Any], rate: float,
+              r_peaks: NDArray[Any], classes: NDArray[np.str_] | None) -> list[Outlier]:
+    """The ten beats the model reconstructs worst, with their reference class (where the
+    recording has annotations) and the RR intervals around them, in ms: what a reader needs
+    to tell a premature beat from a normal one whose window holds the next, early beat."""
     worst = np.argsort(error)[::-1][:10]
+    peaks = np.asarray(r_peaks)
+
+    def rr(peak: int) -> tuple[float | None, float | None]:
+        at = int(np.searchsorted(peaks, peak))
+        before = (peak - peaks[at - 1]) / rate * 1e3 if at > 0 else None
+        after = ((peaks[at + 1] - peak) / rate * 1e3
+                 if at + 1 < len(peaks) and peaks[at] == peak else None)
+        return (None if before is None else float(before),
+                None if after is None else float(after))
+
     return [{"beat": int(i), "peak": int(beat_peaks[i]), "time": beat_peaks[i] / rate,
-             "error": float(error[i])} for i in worst]
+             "error": float(error[i]), "rr": rr(int(beat_peaks[i])),
+             "kind": None if classes is None else str(classes[i])} for i in worst]
 
 
 def _score(data: Input, r_peaks: NDArray[Any], say: Callable[[str], object]) -> Accuracy | None:
@@ -331,7 +345,7 @@ def run(config: Config, say: Callable[[str], object] = print) -> Result:
         beat_peaks = outputs.host("beat_peaks")
         energy_shown = outputs.keep_energy_shown(data.rate)
         width = int(beats.shape[1])
-        classes = beat_classes(beat_peaks, data.truth, data.rate) if drawing is not None else None
+        classes = beat_classes(beat_peaks, data.truth, data.rate)
         figures_of_input = (input_figures(
             signal=data.numpy_signal(), units=data.units, energy=energy_shown,
             r_peaks=r_peaks, truth=data.truth, params=params, beat_peaks=beat_peaks,
@@ -343,7 +357,7 @@ def run(config: Config, say: Callable[[str], object] = print) -> Result:
         x = _to_torch(ledger, torch, beats)
         trained = _train(config, x, background, ledger)
         mu, err = _embed(config, trained, x, ledger)
-        outliers = _outliers(err, beat_peaks, data.rate)
+        outliers = _outliers(err, beat_peaks, data.rate, r_peaks, classes)
         counts: Counts = {"samples": data.samples, "candidates": int(seg["gates"].shape[0]),
                           "detected": len(r_peaks), "beats": int(beats.shape[0]),
                           "edge_dropped": int(seg["edge_dropped"]), "bpm": bpm}

@@ -63,12 +63,16 @@ class Counts(TypedDict):
 
 
 class Outlier(TypedDict):
-    """One of the most outlying beats: its row, its R peak (sample) and time (s)."""
+    """One of the most outlying beats: its row, its R peak (sample) and time (s), its
+    reference class (None without annotations) and the RR intervals before and after it
+    (ms; None at the recording's ends)."""
 
     beat: int
     peak: int
     time: float
     error: float
+    kind: NotRequired[str | None]
+    rr: NotRequired[tuple[float | None, float | None]]
 
 
 class StepInfo(TypedDict):
@@ -276,15 +280,22 @@ def write_report(path: Path, *, source: str, params: _Params, method: str,
         "variance, so the ranking does not depend on the input's units. The figure "
         "`outliers.png` draws the top five.",
         "",
-        f"The {len(outliers)} highest of the {counts['beats']:,} beats ranked.",
+        f"The {len(outliers)} highest of the {counts['beats']:,} beats ranked. The class is "
+        "the reference annotation's (N normal, V premature ventricular, A atrial premature, "
+        "…; – without annotations); the RR intervals around a beat tell a premature beat "
+        "(short before) from a normal one whose window holds the next, early beat (short "
+        "after).",
         "",
-        "| rank | beat | R peak (sample) | time from the start (h:mm:ss) "
-        "| reconstruction error (variances) |",
-        "|---|---|---|---|---|",
+        "| rank | beat | class | R peak (sample) | time from the start (h:mm:ss) "
+        "| RR before / after (ms) | reconstruction error (variances) |",
+        "|---|---|---|---|---|---|---|",
     ]
     for rank, row in enumerate(outliers, 1):
-        lines.append(f"| {rank} | {row['beat']} | {row['peak']} | {clock(row['time'], 2)} | "
-                     f"{row['error']:.5f} |")
+        kind = row.get("kind") or "–"
+        before, after = row.get("rr", (None, None))
+        rr = " / ".join("–" if v is None else f"{v:.0f}" for v in (before, after))
+        lines.append(f"| {rank} | {row['beat']} | {kind} | {row['peak']} | "
+                     f"{clock(row['time'], 2)} | {rr} | {row['error']:.5f} |")
     if plots:
         lines += ["", "## Figures", ""]
         for name, png in plots.items():

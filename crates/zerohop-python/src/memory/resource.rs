@@ -532,8 +532,7 @@ fn set_current(resource: &Bound<'_, PyResource>) -> PyResult<()> {
 /// current resource (zerohop's own allocations) as it is.
 #[pyfunction]
 fn set_framework_resource(resource: &Bound<'_, PyResource>) {
-    let inner = resource.get().inner.clone();
-    zerohop::memory::set_framework_resource(inner.device(), Some(inner));
+    zerohop::memory::serve_frameworks(resource.get().inner.clone());
 }
 
 /// The current resource for `device` ("cpu" or "cuda:N"); None for a device without one.
@@ -550,10 +549,8 @@ fn get_current(py: Python<'_>, device: &str) -> PyResult<Option<Py<PyResource>>>
             return Ok(Some(known.clone_ref(py)));
         }
     }
-    Ok(Some(Py::new(
-        py,
-        PyResource::new(installed, Kind::Opaque, None),
-    )?))
+    let found = PyResource::new(installed, Kind::Opaque, None);
+    Ok(Some(Py::new(py, found)?))
 }
 
 /// Restores the defaults: the system resource for the host, none for devices.

@@ -46,7 +46,8 @@ pub use pool::{
 };
 pub use registry::{
     current_resource, framework_allocate, framework_deallocate, make_current,
-    reset_current_resource, set_current_resource, set_framework_resource, take_framework_refusal,
+    reset_current_resource, serve_frameworks, set_current_resource, set_framework_resource,
+    take_framework_refusal,
 };
 pub use shared::{
     attach, handle_for, machine_boot_id, mapped_segments, Attached, SharedHandle, SharedResource,

@@ -178,6 +178,11 @@ pub fn set_framework_resource(device: Device, resource: Option<Arc<dyn MemoryRes
     key
 }
 
+/// [`set_framework_resource`] for `resource`'s own device.
+pub fn serve_frameworks(resource: Arc<dyn MemoryResource>) -> Device {
+    set_framework_resource(resource.device(), Some(resource))
+}
+
 fn framework_resource(device: i32) -> Result<Arc<dyn MemoryResource>> {
     let place = Device::from_allocator_index(device)?;
     let own = FRAMEWORKS

@@ -4,6 +4,7 @@ row, missing cells (--fill), compressed files told by their content, UTF-16 and 
 
 import bz2
 import gzip
+import re
 
 import numpy as np
 import pytest
@@ -164,6 +165,10 @@ def test_a_clock_time_column_gives_the_rate_and_text_elsewhere_is_not_read(tmp_p
     assert code == 0, said
     assert "250 Hz, is read from the time column 'timestamp'" in said
     assert "at 250 Hz" in report and "lead 'II'" in report
+    # The clock times carry into the report: the start, and each outlier's time of day.
+    assert "(lasting 0:00:30, h:mm:ss, from 10:00:00)" in report
+    assert "| clock time (from the start) |" in report
+    assert re.search(r"\| 10:00:\d\d\.\d\d \(0:00:\d\d\.\d\d\) \|", report), report
 
 
 def test_each_first_message_names_the_actual_problem(tmp_path, capsys):
@@ -192,6 +197,11 @@ def test_excel_s_trailing_delimiter_is_an_empty_column_left_alone(tmp_path, caps
 
 def test_durations_and_times_read_as_a_clock():
     from zerohop_ecg.report import clock
+    from zerohop_ecg.sources import time_of_day
+
+    assert time_of_day("10:20:30.5") == 37230.5 and time_of_day("20:30") == 1230.0
+    assert time_of_day("25:00:00") is None and time_of_day("noon") is None
+    assert time_of_day(None) is None and time_of_day("1:2:3:4") is None
 
     assert clock(10) == "0:00:10" and clock(86400) == "24:00:00"
     assert clock(46647.62, 2) == "12:57:27.62" and clock(59.999, 2) == "0:01:00.00"
@@ -203,3 +213,23 @@ def test_the_report_gives_the_recording_s_length_as_a_clock(tmp_path, capsys):
     assert code == 0, said
     assert "(lasting 0:00:30, h:mm:ss)" in report
     assert "| time from the start (h:mm:ss) |" in report
+
+
+def test_a_wfdb_base_time_makes_the_report_s_times_clock_times(tmp_path, capsys):
+    """A record whose header names its start (WFDB's base time, here 10:20:30): the report
+    gives the start and each outlier's time of day."""
+    import shutil
+
+    source = ecg.RECORD_100.parent
+    for name in ("mitdb100.dat", "mitdb100.atr"):
+        shutil.copy(source / name, tmp_path / name)
+    lines = (source / "mitdb100.hea").read_text().splitlines()
+    lines[0] += " 10:20:30"
+    (tmp_path / "mitdb100.hea").write_text("\n".join(lines) + "\n")
+    code = main(["--wfdb", str(tmp_path / "mitdb100"), "--epochs", "1", "--no-plots",
+                 "--no-progress", "--out", str(tmp_path / "out")])
+    said = capsys.readouterr()
+    assert code == 0, said.err
+    report = (tmp_path / "out" / "report.md").read_text()
+    assert "(lasting 0:30:06, h:mm:ss, from 10:20:30)" in report
+    assert re.search(r"\| 10:[2-5]\d:\d\d\.\d\d \(0:\d\d:\d\d\.\d\d\) \|", report), report

@@ -296,7 +296,7 @@ def _write_report(path: Path, config: Config, data: Input, params: _Params, ledg
     from .vae import convergence_note
 
     return write_report(
-        path, source=data.description, params=params, memory=memory,
+        path, source=data.description, params=params, memory=memory, start=data.start,
         method=config.method, stages=ledger.stages, counts=counts, accuracy=scored,
         outliers=outliers, plots=plots, hand_offs=ledger.hand_offs, units=data.units,
         train={"epochs": config.epochs, "batch_size": trained["batch_size"],

@@ -227,14 +227,15 @@ def write_report(path: Path, *, source: str, params: _Params, method: str,
                  stages: Sequence[Stage], counts: Counts, accuracy: Accuracy | None,
                  outliers: Sequence[Outlier], plots: Mapping[str, Path], train: TrainSummary,
                  hand_offs: Sequence[HandOff], units: str | None,
-                 memory: MemorySummary | None = None) -> Path:
+                 memory: MemorySummary | None = None, start: float | None = None) -> Path:
     rate = params["rate"]
     lines = [
         "# zerohop ECG pipeline report",
         "",
         f"- input: {source}; {counts['samples']:,} samples at {rate:g} Hz "
-        f"(lasting {clock(counts['samples'] / rate)}, h:mm:ss), amplitude in "
-        f"{units or 'unstated units'}",
+        f"(lasting {clock(counts['samples'] / rate)}, h:mm:ss"
+        + (f", from {clock(start % 86400.0)}" if start is not None else "")
+        + f"), amplitude in {units or 'unstated units'}",
         _method_line(method, params),
         f"- beats: {counts['detected']:,} detected (median {counts['bpm']:.0f} bpm), "
         f"{counts['beats']:,} rows for the model; {counts['edge_dropped']} too close to the "
@@ -286,7 +287,9 @@ def write_report(path: Path, *, source: str, params: _Params, method: str,
         "(short before) from a normal one whose window holds the next, early beat (short "
         "after).",
         "",
-        "| rank | beat | class | R peak (sample) | time from the start (h:mm:ss) "
+        "| rank | beat | class | R peak (sample) | "
+        + ("clock time (from the start)" if start is not None
+           else "time from the start (h:mm:ss)") + " "
         "| RR before / after (ms) | reconstruction error (variances) |",
         "|---|---|---|---|---|---|---|",
     ]
@@ -294,8 +297,11 @@ def write_report(path: Path, *, source: str, params: _Params, method: str,
         kind = row.get("kind") or "–"
         before, after = row.get("rr", (None, None))
         rr = " / ".join("–" if v is None else f"{v:.0f}" for v in (before, after))
+        when = clock(row["time"], 2)
+        if start is not None:
+            when = f"{clock((start + row['time']) % 86400.0, 2)} ({when})"
         lines.append(f"| {rank} | {row['beat']} | {kind} | {row['peak']} | "
-                     f"{clock(row['time'], 2)} | {rr} | {row['error']:.5f} |")
+                     f"{when} | {rr} | {row['error']:.5f} |")
     if plots:
         lines += ["", "## Figures", ""]
         for name, png in plots.items():

@@ -59,6 +59,9 @@ class Input:
     #: A host copy of a signal in device memory, once one was made (the reader's checks make
     #: one): the figures draw from it, and the report counts it.
     host_copy: NDArray[Any] | None = None
+    #: The time of day the recording starts, in seconds after midnight, when the file says
+    #: (a WFDB base time, a CSV column of clock times): the report then gives clock times.
+    start: float | None = None
 
     def numpy_signal(self) -> NDArray[Any]:
         """The signal as NumPy: a view on the host, a copy from device memory."""
@@ -326,9 +329,11 @@ _ISO_TIME = re.compile(r"^\d{4}-\d\d-\d\d[T ]\d\d:\d\d(:\d\d(\.\d+)?)?(Z|[+-]\d\
 _ZONE = re.compile(r"(Z|[+-]\d\d:?\d\d)$")
 
 
-def _clock_times(path: Path, delimiter: str, first_line: int) -> NDArray[np.float64] | None:
+def _clock_times(path: Path, delimiter: str,
+                 first_line: int) -> tuple[NDArray[np.float64], float] | None:
     """Seconds since the first row of a first column of ISO 8601 clock times (the first
-    TIME_HEAD rows, enough for the rate); None when the first column is not clock times."""
+    TIME_HEAD rows, enough for the rate) and the first row's time of day (seconds after
+    midnight, in the file's own zone); None when the first column is not clock times."""
     import itertools
 
     seconds: list[float] = []
@@ -344,7 +349,7 @@ def _clock_times(path: Path, delimiter: str, first_line: int) -> NDArray[np.floa
     if not seconds:
         return None
     start = seconds[0]
-    return np.asarray(seconds) - start
+    return np.asarray(seconds) - start, start % 86400.0
 
 
 def _fill_missing(values: NDArray[Any], column: str, fill: str,
@@ -425,7 +430,7 @@ def _from_csv(config: Config, say: Callable[[str], object]) -> Input:
     rate = config.rate
     notes: list[str] = []
     # Clock times: seconds since the first row, a time axis like any other.
-    first = clock if clock is not None else _head(table, names[0], on_gpu)
+    first = clock[0] if clock is not None else _head(table, names[0], on_gpu)
     time_unit = "s" if clock is not None else (units[0] if units else None)
     timed = len(names) > 1 and is_time_axis(first)
     if config.column is not None:
@@ -471,7 +476,7 @@ def _from_csv(config: Config, say: Callable[[str], object]) -> Input:
     description = f"{path}, lead {column!r}" + "".join(f"; {n}" for n in notes)
     return Input(signal=signal, rate=rate, samples=len(table),
                  description=description, units=unit, truth=None, stage=stage,
-                 host_copy=host_copy)
+                 host_copy=host_copy, start=clock[1] if clock is not None else None)
 
 
 #: How far --rate may stand from a time column's rate before the file is refused: clocks
@@ -554,7 +559,25 @@ def _from_wfdb(config: Config, say: Callable[[str], object]) -> Input:
     units = header["units"][leads.index(lead)]
     return Input(signal=signal, rate=rate, samples=len(table),
                  description=f"WFDB record {record.name}, lead {lead} ({rate:g} Hz)",
-                 units=units, truth=truth, stage="read WFDB record into a zerohop Table")
+                 units=units, truth=truth, stage="read WFDB record into a zerohop Table",
+                 start=time_of_day(header.get("base_time")))
+
+
+def time_of_day(text: str | None) -> float | None:
+    """Seconds after midnight of a clock time written HH:MM:SS(.s) or MM:SS (a WFDB base
+    time); None for none or for one that does not read as a time of day."""
+    if not text:
+        return None
+    try:
+        parts = [float(p) for p in text.strip().split(":")]
+    except ValueError:
+        return None
+    if not 2 <= len(parts) <= 3:
+        return None
+    hours, minutes, seconds = ([0.0] + parts)[-3:]
+    if not (0 <= hours < 24 and 0 <= minutes < 60 and 0 <= seconds < 60):
+        return None
+    return hours * 3600 + minutes * 60 + seconds
 
 
 def _synthetic(config: Config, say: Callable[[str], object]) -> Input:

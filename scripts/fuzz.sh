@@ -9,7 +9,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 SECONDS_EACH=${1:-60}
-TARGETS=${FUZZ_TARGETS:-"dlpack_import array_interface arrow_import tensormap_spec wire_state csv_reader wfdb_header wfdb_signal wfdb_annotations"}
+TARGETS=${FUZZ_TARGETS:-"dlpack_import array_interface arrow_import tensormap_spec wire_state csv_reader wfdb_header wfdb_signal wfdb_annotations edf_reader"}
 
 skip() {
   echo "################################################################"

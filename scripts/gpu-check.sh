@@ -34,7 +34,7 @@ export PYTHONPATH=/tmp/zerohop-site
 # check against) so the repository's python/ folder is not imported.
 rm -rf /tmp/zerohop-run && mkdir -p /tmp/zerohop-run && cp -r tests docs README.md /tmp/zerohop-run/
 cp -r --parents apps/ecg/tests /tmp/zerohop-run/
-cp -r --parents scripts/check-layers.py scripts/valgrind-verdict.py crates/zerohop-python/src fuzz/seeds/csv_reader \
+cp -r --parents scripts/check-layers.py scripts/valgrind-verdict.py crates/zerohop-python/src fuzz/seeds/csv_reader fuzz/seeds/edf_reader \
   bench/torch_tools.py /tmp/zerohop-run/
 T=/tmp/zerohop-run/tests
 status=0

@@ -10,6 +10,7 @@
 pub mod adaptive;
 pub mod csv;
 pub mod detect;
+pub mod edf;
 mod error;
 mod file;
 #[cfg(feature = "cuda")]

@@ -13,6 +13,7 @@ use pyo3::prelude::*;
 use zerohop_ecg::{EcgError, ParseProblem};
 
 mod csv;
+mod edf;
 mod handoff;
 mod segment;
 mod vae;
@@ -107,6 +108,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(allocate_through, m)?)?;
     m.add("MissingCellError", m.py().get_type::<MissingCellError>())?;
     csv::register(m)?;
+    edf::register(m)?;
     segment::register(m)?;
     vae::register(m)?;
     wfdb::register(m)

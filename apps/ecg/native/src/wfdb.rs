@@ -14,7 +14,7 @@ use crate::handoff::table_parts;
 use crate::to_py;
 
 /// `leads`: None (all), one name, or a sequence of names and indices.
-fn lead_list(leads: Option<&Bound<'_, PyAny>>) -> PyResult<Vec<String>> {
+pub(crate) fn lead_list(leads: Option<&Bound<'_, PyAny>>) -> PyResult<Vec<String>> {
     let Some(leads) = leads else {
         return Ok(Vec::new());
     };

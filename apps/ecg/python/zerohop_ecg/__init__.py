@@ -19,9 +19,11 @@ from typing import TYPE_CHECKING
 
 from .kernels import (
     csv_header,
+    edf_header,
     params,
     read_annotations,
     read_csv,
+    read_edf,
     read_wfdb,
     score,
     segment,
@@ -50,6 +52,7 @@ def load_record_208() -> NDArray[np.float32]:
 
 
 __all__ = [
-    "RECORD_100", "RECORD_208", "RECORD_208_RATE", "csv_header", "load_record_208", "params",
-    "read_annotations", "read_csv", "read_wfdb", "score", "segment", "synthesize",
+    "RECORD_100", "RECORD_208", "RECORD_208_RATE", "csv_header", "edf_header",
+    "load_record_208", "params", "read_annotations", "read_csv", "read_edf", "read_wfdb", "score", "segment",
+    "synthesize",
 ]

@@ -80,6 +80,12 @@ def parser() -> argparse.ArgumentParser:
                         help="a PhysioNet WFDB record (path without extension, e.g. data/100); "
                         "a RECORD.atr beside it is used to score the detection")
     source.add_argument("--csv", type=Path, help="a CSV file, one column per signal")
+    source.add_argument("--edf", type=Path, metavar="FILE",
+                        help="an EDF, EDF+ or BDF(+) file (Holter and sleep-lab exports); its "
+                        "beat annotations, if any, score the detection")
+    source.add_argument("input", nargs="?", type=Path, metavar="FILE",
+                        help="a recording, its kind told by its content: EDF/BDF, a WFDB "
+                        "record (RECORD or RECORD.hea), else CSV")
     source.add_argument("--records", metavar="DIR_OR_GLOB",
                         help="many recordings: a folder of WFDB records (*.hea) and CSV files, "
                         "or a glob; one model trains on all their beats")
@@ -96,15 +102,16 @@ def parser() -> argparse.ArgumentParser:
                    help="the CSV file's text encoding when it is not UTF-8: cp1252 (Excel on "
                    "Windows in Western Europe), latin-1, ... (UTF-16/32 with a byte-order "
                    "mark are recognised without it)")
-    p.add_argument("--column", help="CSV column or WFDB lead, by name or 0-based index "
-                   "(default: lead II or MLII when there is one, else the first signal; a "
-                   "leading CSV time column is skipped, and gives the rate)")
+    p.add_argument("--column", help="CSV column, WFDB lead or EDF signal, by name or 0-based "
+                   "index (default: lead II or MLII when there is one, else the first signal "
+                   "(EDF: the first labelled ECG/EKG); a leading CSV time column is skipped, "
+                   "and gives the rate)")
     p.add_argument("--delimiter", type=_delimiter, help="CSV delimiter: ',', ';' or 'tab' "
                    "(default: sniffed)")
     p.add_argument("--fill", choices=["error", "interpolate", "zero"], default="error",
-                   help="missing or empty cells in the ECG column: refuse the file, interpolate "
-                   "linearly between their neighbours, or set them to 0 (the report lists how "
-                   "many and where)")
+                   help="missing or empty cells in the ECG column (and an EDF+D file's gaps "
+                   "between records): refuse the file, interpolate linearly between their "
+                   "neighbours, or set them to 0 (the report lists how many and where)")
     p.add_argument("--heart-rate", type=_finite("the heart rate", 20.0, 250.0), default=70.0,
                    metavar="BPM", help="synthetic heart rate")
     p.add_argument("--ectopic", type=_finite("the ectopic fraction", 0.0, 0.5), default=0.0,
@@ -215,11 +222,19 @@ def _main(argv: Sequence[str] | None = None) -> int:
                                  or args.stop_on_error or args.record_timeout is not None):
         p.error("--workers, --ray, --dask, --record-timeout and --stop-on-error go with "
                 "--records")
+    if args.input is not None and (args.records is not None or args.synthetic is not None):
+        p.error("give one input: a FILE, or --records, or --synthetic")
     if args.records is not None:
         return _main_records(args)
     from .pipeline import run
 
-    config = Config(out=args.out, csv=args.csv, wfdb=args.wfdb, rate=args.rate,
+    if args.input is not None:
+        from .sources import kind_of_file
+
+        kind = kind_of_file(args.input)
+        setattr(args, kind, args.input.with_suffix("") if kind == "wfdb" and
+                args.input.suffix == ".hea" else args.input)
+    config = Config(out=args.out, csv=args.csv, wfdb=args.wfdb, edf=args.edf, rate=args.rate,
                     rate_overrides_time=args.rate_overrides_time, encoding=args.encoding,
                     column=args.column, delimiter=args.delimiter, fill=args.fill,
                     synthetic_hours=args.synthetic, heart_rate=args.heart_rate,

@@ -12,8 +12,8 @@ from numpy.typing import NDArray
 from .kernels import Annotations, CsvHeader, CsvReport, Params, WfdbInfo
 
 __all__ = [
-    "allocate_through", "MissingCellError", "VaeCpu", "adam_step", "check_memory", "csv_header", "match_beats", "params", "read_annotations",
-    "read_csv", "read_wfdb", "score", "segment", "synthesize",
+    "allocate_through", "MissingCellError", "VaeCpu", "adam_step", "check_memory", "csv_header", "edf_header", "match_beats", "params", "read_annotations",
+    "read_csv", "read_edf", "read_wfdb", "score", "segment", "synthesize",
 ]
 
 _Path: TypeAlias = str | os.PathLike[str]
@@ -92,6 +92,14 @@ def read_wfdb(
     record: _Path, *, leads: str | Iterable[str | int] | None = None
 ) -> tuple[_TableParts, WfdbInfo]: ...
 def read_annotations(path: _Path) -> Annotations: ...
+def edf_header(path: _Path) -> dict[str, Any]: ...
+def read_edf(
+    path: _Path,
+    *,
+    leads: str | Iterable[str | int] | None = None,
+    device: str = "cpu",
+    stream: int | None = None,
+) -> tuple[_TableParts, dict[str, Any]]: ...
 class MissingCellError(ValueError):
     """A cell holds no number (empty, or NaN where NaN is refused)."""
 

@@ -21,12 +21,17 @@ FEW_BEATS = 50
 #: detector's energy for it and frees the rest before training.
 ENERGY_SHOWN_S = 10.0
 
+#: The names EDF and BDF files go by (`.rec`: older sleep-lab exports).
+EDF_SUFFIXES = (".edf", ".bdf", ".rec")
+
 
 @dataclass
 class Config:
     out: Path = Path("out/ecg")
     csv: Path | None = None
     wfdb: Path | None = None
+    #: An EDF, EDF+ or BDF(+) file.
+    edf: Path | None = None
     rate: float | None = None
     #: With a CSV time column: keep `rate` even where the column's steps say otherwise.
     rate_overrides_time: bool = False
@@ -99,12 +104,14 @@ class RecordOptions:
     job_pid: int | None = None
 
     def record_config(self, path: Path) -> Config:
-        """The configuration that reads the record at `path` (a CSV file or a WFDB header)."""
+        """The configuration that reads the record at `path` (a CSV file, an EDF/BDF file or
+        a WFDB header)."""
         is_csv = path.suffix == ".csv"
+        is_edf = path.suffix.lower() in EDF_SUFFIXES
         return Config(rate=self.rate if is_csv else None, column=self.column,
                       delimiter=self.delimiter, fill=self.fill,
-                      csv=path if is_csv else None,
-                      wfdb=None if is_csv else path.with_suffix(""))
+                      csv=path if is_csv else None, edf=path if is_edf else None,
+                      wfdb=None if is_csv or is_edf else path.with_suffix(""))
 
 
-__all__ = ["ENERGY_SHOWN_S", "FEW_BEATS", "MARGIN_S", "TOLERANCE_S", "Config", "RecordOptions"]
+__all__ = ["EDF_SUFFIXES", "ENERGY_SHOWN_S", "FEW_BEATS", "MARGIN_S", "TOLERANCE_S", "Config", "RecordOptions"]

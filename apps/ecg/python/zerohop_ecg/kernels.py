@@ -178,6 +178,17 @@ def read_wfdb(record: _Path, *, leads: str | Iterable[str | int] | None = None,
     return _table(parts), info
 
 
+def read_edf(path: _Path, *, leads: str | Iterable[str | int] | None = None,
+             device: str = "cpu") -> tuple[zerohop.Table, dict[str, Any]]:
+    """Reads an EDF, EDF+ or BDF(+) file's chosen signals into a zerohop Table of float32
+    columns in physical units, on the host or (``device="cuda:N"``) straight into that
+    device's memory, with what the file says (see ``_native.read_edf``)."""
+    if device != "cpu":
+        draw_from_zerohop(device)
+    parts, info = _native.read_edf(path, leads=leads, device=device)
+    return _table(parts), info
+
+
 def segment(signal: object, rate: float, *, method: str = "adaptive", device: str = "cpu",
             stream: int | None = None) -> Segmentation:
     """Detects R peaks and cuts one beat row per peak (see ``_native.segment``): zerohop
@@ -211,13 +222,14 @@ score = _native.score
 match_beats = _native.match_beats
 check_memory = _native.check_memory
 read_annotations = _native.read_annotations
+edf_header = _native.edf_header
 VaeCpu = _native.VaeCpu
 adam_step = _native.adam_step
 
 draw_from_zerohop("cpu")
 
 __all__ = [
-    "Annotations", "CsvHeader", "CsvReport", "Params", "Segmentation", "VaeCpu",
-    "WfdbInfo", "adam_step", "check_memory", "csv_header", "draw_from_zerohop", "match_beats", "params", "read_annotations",
-    "read_csv", "read_wfdb", "score", "segment", "synthesize",
+    "Annotations", "CsvHeader", "CsvReport", "Params", "Segmentation",
+    "VaeCpu", "WfdbInfo", "adam_step", "check_memory", "csv_header", "draw_from_zerohop", "edf_header", "match_beats", "params", "read_annotations",
+    "read_csv", "read_edf", "read_wfdb", "score", "segment", "synthesize",
 ]

@@ -21,6 +21,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from . import segment, sources
+from .config import EDF_SUFFIXES
 from .config import RecordOptions as RecordOptions  # re-exported: bench/ecg_records.py
 from .detection import accuracy, check_detection
 from .errors import EcgInputError
@@ -78,25 +79,34 @@ class RecordFailure:
     error: str
 
 
+#: The files a folder of recordings is read from: WFDB headers, CSV files, EDF/BDF files.
+_RECORDING_SUFFIXES = (".hea", ".csv", *EDF_SUFFIXES)
+
+
+def _is_recording(path: Path) -> bool:
+    return path.suffix.lower() in _RECORDING_SUFFIXES
+
+
 def record_name(path: Path) -> str:
-    return path.with_suffix("").name if path.suffix in (".hea", ".csv") else path.name
+    return path.with_suffix("").name if _is_recording(path) else path.name
 
 
 def find_records(spec: str) -> list[Path]:
-    """The recordings `spec` names: a folder (its WFDB headers `*.hea` and CSV files), a glob
-    (`data/*.hea`, `**` for subfolders), or one file; sorted, each once."""
+    """The recordings `spec` names: a folder (its WFDB headers `*.hea`, CSV files and EDF/BDF
+    files), a glob (`data/*.hea`, `**` for subfolders), or one file; sorted, each once."""
     path = Path(spec)
     if path.is_dir():
-        found = [*path.glob("*.hea"), *path.glob("*.csv")]
+        found = [p for p in path.iterdir() if _is_recording(p)]
     else:
         found = [Path(p) for p in glob.glob(spec, recursive=True)]
         # A record named by any of its files, or by its path without extension.
         found = [p.with_suffix(".hea") if p.suffix in (".dat", ".atr") else p for p in found]
         if not found and Path(f"{spec}.hea").is_file():
             found = [Path(f"{spec}.hea")]
-    records = sorted({p for p in found if p.suffix in (".hea", ".csv") and p.is_file()})
+    records = sorted({p for p in found if _is_recording(p) and p.is_file()})
     if not records:
-        raise EcgInputError(f"--records {spec}: no WFDB headers (*.hea) or CSV files there")
+        raise EcgInputError(f"--records {spec}: no WFDB headers (*.hea), EDF/BDF or CSV "
+                            f"files there")
     return records
 
 

@@ -21,8 +21,18 @@ from numpy.typing import NDArray
 
 import zerohop
 
-from . import RECORD_100, csv_header, kernels, read_annotations, read_csv, read_wfdb, synthesize
-from .config import Config
+from . import (
+    RECORD_100,
+    csv_header,
+    edf_header,
+    kernels,
+    read_annotations,
+    read_csv,
+    read_edf,
+    read_wfdb,
+    synthesize,
+)
+from .config import EDF_SUFFIXES, Config
 from .errors import EcgInputError, MissingCellError
 from .text import plain_text
 
@@ -523,6 +533,28 @@ def _check_device_signal(signal: Tensor, column: str, where: str,
     return values
 
 
+#: How EDF and BDF files begin: EDF's version field, BDF's 0xFF "BIOSEMI".
+_EDF_MAGIC = (b"0       ", b"\xffBIOSEMI")
+
+
+def kind_of_file(path: Path) -> str:
+    """What a recording named on the command line is, by its content: "edf" (EDF/BDF),
+    "wfdb" (a record with a header beside it, or the header) or "csv"; a missing path is
+    an EcgInputError."""
+    if path.suffix == ".hea" or (not path.exists() and Path(f"{path}.hea").is_file()):
+        return "wfdb"
+    if path.is_dir():
+        raise EcgInputError(f"{path}: a directory, not a recording (many recordings: "
+                            f"--records {path})")
+    if not path.is_file():
+        raise EcgInputError(f"{path}: no such file")
+    with open(path, "rb") as f:
+        head = f.read(8)
+    if head in _EDF_MAGIC or path.suffix.lower() in EDF_SUFFIXES:
+        return "edf"
+    return "csv"
+
+
 def _record_path(record: str | os.PathLike[str]) -> Path:
     record = Path(record)
     return record.with_suffix("") if record.suffix in (".hea", ".dat", ".atr") else record
@@ -618,6 +650,10 @@ def load(config: Config, say: Callable[[str], object]) -> Input:
         return _synthetic(config, say)
     if config.csv is not None:
         return _from_csv(config, say)
+    if config.edf is not None:
+        from .edf_source import from_edf
+
+        return from_edf(config, say)
     if config.wfdb is not None:
         return _from_wfdb(config, say)
     return _bundled(config, say)

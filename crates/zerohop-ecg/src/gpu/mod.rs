@@ -19,6 +19,7 @@ use crate::segment::{ricker, Params, Segmentation};
 
 mod adaptive;
 pub mod csv;
+pub mod edf;
 mod module;
 pub mod ptx_cache;
 mod staging;

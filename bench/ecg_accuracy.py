@@ -1,12 +1,14 @@
 """Beat detection side by side: zerohop (adaptive and the blog's method) against neurokit2's
-`ecg_peaks` (its default method), on MIT-BIH record 100 with its reference annotations and on
+`ecg_peaks` (its default method) and sleepecg's `detect_heartbeats` (its C backend, the
+fastest open detector), on MIT-BIH record 100 with its reference annotations and on
 synthetic sweeps from 30 to 240 bpm (10 % ectopic beats, baseline wander, 0.05 mV noise).
 
 Scored AAMI EC57-style: beat annotations only, ±150 ms, one-to-one, the first and last 5 s not
 scored. Prints Se, +P, F1 and seconds per input and method, then the goal check: zerohop's F1
 at least neurokit2's on every input, and at least 10× its speed per 30-minute record (the
-synthetic records are 30 minutes long unless --minutes says otherwise). neurokit2 is installed for the
-bench only (requirements-bench.txt).
+synthetic records are 30 minutes long unless --minutes says otherwise), and at least
+sleepecg's speed. neurokit2 and sleepecg are installed for the bench only
+(requirements-bench.txt).
 
     python bench/ecg_accuracy.py [--out bench/results/ecg_accuracy.md] [--minutes 30]
 """
@@ -65,8 +67,21 @@ def detectors():
         _, info = nk.ecg_peaks(np.asarray(signal, dtype=np.float64), sampling_rate=int(rate))
         return np.asarray(info["ECG_R_Peaks"])
 
-    return {"zerohop adaptive": zerohop_method("adaptive"), "zerohop blog": zerohop_method("blog"),
-            "neurokit2 ecg_peaks": neurokit}
+    out = {"zerohop adaptive": zerohop_method("adaptive"), "zerohop blog": zerohop_method("blog"),
+           "neurokit2 ecg_peaks": neurokit}
+    try:
+        import sleepecg
+
+        def sleep_ecg(signal, rate):
+            return np.asarray(sleepecg.detect_heartbeats(np.asarray(signal, dtype=np.float64),
+                                                         rate, backend="c"))
+        out[SLEEPECG] = sleep_ecg
+    except ImportError:
+        print("sleepecg is not installed (pip install -r requirements-bench.txt): left out")
+    return out
+
+
+SLEEPECG = "sleepecg (C backend)"
 
 
 def inputs(minutes, day=True):
@@ -106,6 +121,7 @@ def main():
         "|---|" + "---|---|" * len(methods) + "---|",
     ]
     worst_f1_margin, worst_speedup = float("inf"), float("inf")
+    worst_vs_sleepecg = float("inf")
     stages = []  # (input, total seconds, {stage: seconds}) of zerohop adaptive's best run
     for name, signal, rate, truth in inputs(args.minutes, day=not args.no_day):
         stages.append((name, *stage_times(signal, rate)))
@@ -121,6 +137,9 @@ def main():
                               f1s["zerohop adaptive"] - f1s["neurokit2 ecg_peaks"])
         worst_speedup = min(worst_speedup,
                             seconds["neurokit2 ecg_peaks"] / seconds["zerohop adaptive"])
+        if SLEEPECG in seconds:
+            worst_vs_sleepecg = min(worst_vs_sleepecg,
+                                    seconds[SLEEPECG] / seconds["zerohop adaptive"])
         print(lines[-1], flush=True)
     names = list(stages[0][2])
     lines += [
@@ -142,6 +161,11 @@ def main():
         f"{'met' if worst_f1_margin >= 0 else 'missed'}); at least 10× its speed (slowest "
         f"ratio {worst_speedup:.1f}×: {'met' if worst_speedup >= 10 else 'missed'}).",
     ]
+    if worst_vs_sleepecg != float("inf"):
+        lines.append(
+            f"Against sleepecg (the fastest open detector): at least its speed on every input "
+            f"(slowest ratio {worst_vs_sleepecg:.2f}×: "
+            f"{'met' if worst_vs_sleepecg >= 1.0 else 'missed'}).")
     emit(lines, args.out)
 
 

@@ -113,7 +113,7 @@ typecheck: develop
 	cd python && ../$(PY) -m mypy --config-file ../tests/typing/mypy.ini -m zerohop.memory -m zerohop._install -m zerohop.cuda -m zerohop.tour
 	# The ECG app, every module, as strictly.
 	cd apps/ecg/python && ../../../$(PY) -m mypy --config-file ../../../tests/typing/mypy.ini \
-	  -m zerohop_ecg -m zerohop_ecg.kernels -m zerohop_ecg.config -m zerohop_ecg.detection -m zerohop_ecg.text -m zerohop_ecg.output -m zerohop_ecg.errors -m zerohop_ecg.adam -m zerohop_ecg.step -m zerohop_ecg.cpu_pass -m zerohop_ecg.report -m zerohop_ecg.batch_report -m zerohop_ecg.plots -m zerohop_ecg.figure_workers -m zerohop_ecg.sources -m zerohop_ecg.records -m zerohop_ecg.workers -m zerohop_ecg.vae -m zerohop_ecg.pipeline -m zerohop_ecg.batch -m zerohop_ecg.__main__ -m zerohop_ecg.malloc
+	  -m zerohop_ecg -m zerohop_ecg.kernels -m zerohop_ecg.config -m zerohop_ecg.detection -m zerohop_ecg.text -m zerohop_ecg.output -m zerohop_ecg.errors -m zerohop_ecg.adam -m zerohop_ecg.step -m zerohop_ecg.cpu_pass -m zerohop_ecg.report -m zerohop_ecg.batch_report -m zerohop_ecg.plots -m zerohop_ecg.figure_workers -m zerohop_ecg.recording -m zerohop_ecg.sources -m zerohop_ecg.edf_source -m zerohop_ecg.outliers -m zerohop_ecg.records -m zerohop_ecg.workers -m zerohop_ecg.vae -m zerohop_ecg.quality -m zerohop_ecg.pipeline -m zerohop_ecg.batch -m zerohop_ecg.__main__ -m zerohop_ecg.malloc
 	$(PY) tests/typing/public_api.py
 
 # The reference site (mkdocs.yml, docs/ -> site/), every MkDocs warning an error.

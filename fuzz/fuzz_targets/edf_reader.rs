@@ -23,9 +23,16 @@ fuzz_target!(|data: &[u8]| {
         Err(e) => {
             let message = e.to_string();
             assert!(
-                ["EDF header", "EDF lead", "EDF+ annotations", "EDF file", "EDF+D file", "recording"]
-                    .iter()
-                    .any(|what| message.contains(what)),
+                [
+                    "EDF header",
+                    "EDF lead",
+                    "EDF+ annotations",
+                    "EDF file",
+                    "EDF+D file",
+                    "recording"
+                ]
+                .iter()
+                .any(|what| message.contains(what)),
                 "{message}"
             );
         }
@@ -41,7 +48,10 @@ fuzz_target!(|data: &[u8]| {
             for name in &r.names {
                 let column = r.table.column::<f32>(name).unwrap();
                 for (v, &gap) in column.iter().zip(&in_gap) {
-                    assert!(if gap { v.is_nan() } else { v.is_finite() }, "{v} in {name}");
+                    assert!(
+                        if gap { v.is_nan() } else { v.is_finite() },
+                        "{v} in {name}"
+                    );
                 }
             }
         }

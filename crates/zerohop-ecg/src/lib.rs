@@ -15,6 +15,7 @@ mod error;
 mod file;
 #[cfg(feature = "cuda")]
 pub mod gpu;
+pub mod quality;
 pub mod segment;
 mod simd;
 pub mod synth;

@@ -149,7 +149,10 @@ fn annotation_arrays<'py>(py: Python<'py>, r: &Recording) -> PyResult<Bound<'py,
     }
     let d = PyDict::new(py);
     d.set_item("onset", numpy.call_method1("asarray", (onsets, "float64"))?)?;
-    d.set_item("duration", numpy.call_method1("asarray", (durations, "float64"))?)?;
+    d.set_item(
+        "duration",
+        numpy.call_method1("asarray", (durations, "float64"))?,
+    )?;
     d.set_item("text", texts)?;
     Ok(d)
 }

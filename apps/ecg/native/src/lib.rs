@@ -15,6 +15,7 @@ use zerohop_ecg::{EcgError, ParseProblem};
 mod csv;
 mod edf;
 mod handoff;
+mod quality;
 mod segment;
 mod vae;
 mod wfdb;
@@ -109,6 +110,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("MissingCellError", m.py().get_type::<MissingCellError>())?;
     csv::register(m)?;
     edf::register(m)?;
+    quality::register(m)?;
     segment::register(m)?;
     vae::register(m)?;
     wfdb::register(m)

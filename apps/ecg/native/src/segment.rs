@@ -19,7 +19,7 @@ use crate::{to_py, zerohop_error};
 /// The signal as a compact 1-d float32 host or device view, ready for work on `stream`:
 /// float32 producers are shared; float64 and other real host inputs (lists, NumPy float64
 /// from WFDB readers) are converted.
-fn signal_view(
+pub(crate) fn signal_view(
     py: Python<'_>,
     signal: &Bound<'_, PyAny>,
     stream: Option<zerohop::handoff::CudaStream>,

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .kernels import (
+    assess_quality,
     csv_header,
     edf_header,
     params,
@@ -52,7 +53,7 @@ def load_record_208() -> NDArray[np.float32]:
 
 
 __all__ = [
-    "RECORD_100", "RECORD_208", "RECORD_208_RATE", "csv_header", "edf_header",
+    "RECORD_100", "RECORD_208", "RECORD_208_RATE", "assess_quality", "csv_header", "edf_header",
     "load_record_208", "params", "read_annotations", "read_csv", "read_edf", "read_wfdb", "score", "segment",
     "synthesize",
 ]

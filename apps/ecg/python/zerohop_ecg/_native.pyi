@@ -12,7 +12,7 @@ from numpy.typing import NDArray
 from .kernels import Annotations, CsvHeader, CsvReport, Params, WfdbInfo
 
 __all__ = [
-    "allocate_through", "MissingCellError", "VaeCpu", "adam_step", "check_memory", "csv_header", "edf_header", "match_beats", "params", "read_annotations",
+    "allocate_through", "MissingCellError", "VaeCpu", "adam_step", "assess_quality", "check_memory", "csv_header", "edf_header", "match_beats", "params", "read_annotations",
     "read_csv", "read_edf", "read_wfdb", "score", "segment", "synthesize",
 ]
 
@@ -59,6 +59,11 @@ def segment(
     method: str = "adaptive",
     device: str = "cpu",
     stream: int | None = None,
+) -> dict[str, Any]: ...
+# "codes", "starts", "range", "clipped", "kurtosis", "band", "correlation", "beats" as capsules,
+# plus "window", "window_s", "reasons", "spans" and "seconds".
+def assess_quality(
+    signal: object, rate: float, r_peaks: object, *, window: float = 10.0
 ) -> dict[str, Any]: ...
 def synthesize(
     seconds: float,

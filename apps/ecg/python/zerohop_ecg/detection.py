@@ -13,7 +13,7 @@ from .kernels import match_beats
 from .config import FEW_BEATS, MARGIN_S, TOLERANCE_S
 from .errors import EcgInputError
 from .report import Accuracy, ClassScore
-from .sources import Truth
+from .recording import Truth
 
 
 def check_detection(r_peaks: NDArray[Any], signal_source: str, rate: float) -> float:

@@ -17,16 +17,16 @@ import zerohop
 from . import edf_header, read_edf
 from .config import Config
 from .errors import EcgInputError
-from .report import clock
-from .sources import (
+from .recording import (
     Input,
     Truth,
-    _check_device_signal,
-    _check_signal,
-    _default_lead,
-    _fill_missing,
+    check_device_signal,
     check_rate,
+    check_signal,
+    default_lead,
+    fill_missing,
 )
+from .report import clock
 
 #: Labels that name an ECG signal in EDF files from Holter recorders and sleep labs ("ECG",
 #: "EKG II", "ECG1", "ECG L-R").
@@ -45,7 +45,7 @@ def choose_lead(labels: Sequence[str], wanted: str | None, where: str) -> str:
             return labels[int(wanted)]
         raise EcgInputError(f"{where}: no signal {wanted!r} (signals: {listed}; or an index "
                             f"from 0)")
-    preferred = _default_lead(labels) or next(
+    preferred = default_lead(labels) or next(
         (x for x in labels if x.lower() in ("ecg ii", "ekg ii", "ecg2", "ekg2", "ecg 2")), None)
     if preferred is not None:
         return preferred
@@ -125,17 +125,17 @@ def from_edf(config: Config, say: Callable[[str], object]) -> Input:
         if config.fill == "error":
             raise _gap_error(info["gaps"], rate, info.get("start_time"), where)
         values = np.from_dlpack(signal)
-        filled = _fill_missing(values, name, config.fill, say)
+        filled = fill_missing(values, name, config.fill, say)
         if filled:
             notes.append(f"{len(info['gaps'])} EDF+D gap(s): {filled}")
         if on_gpu:
             signal = zerohop.from_dlpack(values).to("cuda:0")
     host_copy = None
     if on_gpu:
-        host_copy = _check_device_signal(signal, name, where, values)
+        host_copy = check_device_signal(signal, name, where, values)
         stage = "read EDF into a zerohop Table in GPU memory"
     else:
-        _check_signal(np.from_dlpack(signal), name, where)
+        check_signal(np.from_dlpack(signal), name, where)
         stage = "read EDF into a zerohop Table (all cores)"
     beats = info["beats"]
     truth = None

@@ -75,6 +75,24 @@ class Segmentation(TypedDict):
     timings: list[tuple[str, float]]  # (stage, seconds), in order
 
 
+class QualityWindows(TypedDict):
+    """Each window's verdict on the signal's quality (`assess_quality`), as NumPy arrays."""
+
+    window: int  # samples a window (the last runs to the end: up to twice as long)
+    window_s: float
+    codes: NDArray[np.uint8]  # 0 good, 1 flat, 2 clipped, 3 no QRS-like energy, 4 too noisy
+    starts: NDArray[np.int64]  # each window's first sample
+    range: NDArray[np.float32]
+    clipped: NDArray[np.float32]
+    kurtosis: NDArray[np.float32]
+    band: NDArray[np.float32]
+    correlation: NDArray[np.float32]
+    beats: NDArray[np.int64]
+    reasons: list[str]  # the name of each code
+    spans: list[tuple[int, int, str]]  # runs of unreliable windows: start, end, reason
+    seconds: float
+
+
 class WfdbInfo(TypedDict):
     record: str
     rate: float
@@ -204,6 +222,21 @@ def segment(signal: object, rate: float, *, method: str = "adaptive", device: st
     return seg
 
 
+_QUALITY_ARRAYS = ("codes", "starts", "range", "clipped", "kurtosis", "band", "correlation",
+                   "beats")
+
+
+def assess_quality(signal: object, rate: float, r_peaks: object, *,
+                   window: float = 10.0) -> QualityWindows:
+    """Judges each `window`-second window of a host signal with its detected R peaks: good,
+    flat, clipped, no QRS-like energy or too noisy (see ``_native.assess_quality``)."""
+    out = _native.assess_quality(signal, rate, r_peaks, window=window)
+    for name in _QUALITY_ARRAYS:
+        out[name] = np.from_dlpack(_tensor(out[name]))
+    windows: QualityWindows = out  # type: ignore[assignment]  # converted above, name by name
+    return windows
+
+
 def synthesize(seconds: float, *, rate: float = 250.0, heart_rate: float = 70.0,
                noise_mv: float = 0.02, wander_mv: float = 0.1, ectopic: float = 0.0,
                day_swing: float = 0.0, seed: int = 1, csv: _Path | None = None,
@@ -229,7 +262,7 @@ adam_step = _native.adam_step
 draw_from_zerohop("cpu")
 
 __all__ = [
-    "Annotations", "CsvHeader", "CsvReport", "Params", "Segmentation",
-    "VaeCpu", "WfdbInfo", "adam_step", "check_memory", "csv_header", "draw_from_zerohop", "edf_header", "match_beats", "params", "read_annotations",
+    "Annotations", "CsvHeader", "CsvReport", "Params", "QualityWindows", "Segmentation",
+    "VaeCpu", "WfdbInfo", "adam_step", "assess_quality", "check_memory", "csv_header", "draw_from_zerohop", "edf_header", "match_beats", "params", "read_annotations",
     "read_csv", "read_edf", "read_wfdb", "score", "segment", "synthesize",
 ]

@@ -22,11 +22,14 @@ from .config import ENERGY_SHOWN_S, TOLERANCE_S, Config
 from .detection import accuracy, check_detection, few_beats_warning
 from .errors import EcgInputError
 from .figure_workers import Drawing
+from .outliers import outlier_score, own_beat_span
 from .output import Staging
 from .plots import beat_classes, held_out_label, input_figures, model_figures
+from .quality import Quality, QualitySummary, assess as judge_quality
 from .report import Accuracy, Counts, HandOff, Outlier, Stage, write_report
 from .shared_pool import MemorySummary, SharedPool
-from .sources import Input, TorchInBackground
+from .recording import CUDA, Input
+from .sources import TorchInBackground
 from .workers import usable_cores
 
 if TYPE_CHECKING:
@@ -51,6 +54,8 @@ class Result:
     losses: list[float] = field(default_factory=list)
     #: The shared pool's peak and what it held when the report was written (GPU job).
     memory: MemorySummary | None = None
+    #: The signal's quality, as the report gives it.
+    quality: QualitySummary | None = None
 
 
 #: What crosses a hand-off: a zerohop tensor, a NumPy array or a torch tensor.
@@ -162,40 +167,73 @@ def _segment(config: Config, data: Input, ledger: _Ledger) -> _Segmentation:
         seg = segment(data.signal, data.rate, method=config.method, device="cuda:0")
     else:
         seg = segment(data.signal, data.rate, method=config.method)
-    signal_on_host = data.signal.__dlpack_device__()[0] != sources.CUDA
+    signal_on_host = data.signal.__dlpack_device__()[0] != CUDA
     for name, seconds in seg["timings"]:
         copied = data.samples * 4 if name == "host→device" and signal_on_host else 0
         ledger.stages.append((name, seconds, copied))
     return seg
 
 
+def _assess(data: Input, r_peaks: NDArray[Any], ledger: _Ledger,
+            say: Callable[[str], object]) -> Quality:
+    """Judges the signal's quality per window, on the host (a view there; on the GPU the
+    reader's host copy, or one made now and counted); raises EcgInputError when no window
+    holds a reliable ECG, before anything is trained on or reported of it."""
+    begun = time.perf_counter()
+    copied_before = data.host_copy is not None
+    signal = data.numpy_signal()
+    if data.host_copy is not None and not copied_before:
+        ledger.moved_to_host.append(data.host_copy.nbytes)
+    judged = judge_quality(signal, data.rate, data.samples, r_peaks)
+    ledger.stage(f"signal quality ({judged.windows['window_s']:g} s windows)", begun)
+    if judged.reliable_windows == 0:
+        raise EcgInputError(judged.nothing_reliable(data.description))
+    say(judged.line())
+    return judged
+
+
 def _check_beats(config: Config, data: Input, seg: _Segmentation, r_peaks: NDArray[Any],
+                 reliable: NDArray[np.bool_], rows: int,
                  say: Callable[[str], object]) -> tuple[float, str | None]:
     """The median heart rate and the few-beats warning; raises EcgInputError when the beats
-    found are no heartbeats at the rate given, or too few to train on."""
-    bpm = check_detection(r_peaks, data.description, data.rate)
-    n_beats = seg["beats"].shape[0]
+    found are no heartbeats at the rate given, or too few to train on. `reliable` flags the
+    R peaks in reliable signal (the heart rate is theirs) and `rows` counts their rows."""
+    bpm = check_detection(r_peaks[reliable], data.description, data.rate)
+    n_beats = rows
     if n_beats < 2:
-        raise EcgInputError(f"{data.description}: only {n_beats} beat(s) away from the "
-                            f"recording's ends; too short to train on")
+        raise EcgInputError(f"{data.description}: only {n_beats} beat(s) in reliable signal "
+                            f"away from the recording's ends; too short to train on")
+    total = int(seg["beats"].shape[0])
+    left_out = (f"; {total - n_beats:,} in unreliable signal, not trained on"
+                if total > n_beats else "")
     say(f"{len(r_peaks):,} beats detected ({config.method}, median {bpm:.0f} bpm), "
-        f"{n_beats:,} rows of width {seg['params']['width']} "
-        f"({seg['edge_dropped']} at the recording's ends without a full window)")
+        f"{total:,} rows of width {seg['params']['width']} "
+        f"({seg['edge_dropped']} at the recording's ends without a full window{left_out})")
     few = few_beats_warning(n_beats)
     if few:
         say(f"warning: {few}")
     return bpm, few
 
 
-def _to_torch(ledger: _Ledger, torch: ModuleType, beats: zerohop.Tensor) -> Any:
-    """The beat rows as a torch tensor on the same memory."""
+def _to_torch(ledger: _Ledger, torch: ModuleType, beats: zerohop.Tensor,
+              kept: NDArray[np.int64] | None) -> Any:
+    """The beat rows as a torch tensor on the same memory; with `kept` (the rows in reliable
+    signal, when some are not), those rows alone: a deliberate copy, counted as one, made
+    after the hand-off (which stays zero-copy)."""
     begun = time.perf_counter()
     x = ledger.hand_off("zerohop beats → torch.from_dlpack", beats, torch.from_dlpack(beats))
     ledger.stage("beats → PyTorch (DLPack)", begun)
+    if kept is None:
+        return x
+    begun = time.perf_counter()
+    x = x[torch.from_numpy(kept).to(x.device)]
+    ledger.stage("beats in reliable signal selected for training (a copy, by choice)", begun,
+                 x.numel() * x.element_size())
     return x
 
 
-def _train(config: Config, x: Any, background: TorchInBackground, ledger: _Ledger) -> Trained:
+def _train(config: Config, x: Any, background: TorchInBackground, ledger: _Ledger,
+           ends: NDArray[np.int64]) -> Trained:
     """Trains the model on the beat rows (after the GPU's warm-up, on the GPU)."""
     from .vae import train
 
@@ -205,19 +243,21 @@ def _train(config: Config, x: Any, background: TorchInBackground, ledger: _Ledge
                     seed=config.seed, device=config.device, progress=config.progress,
                     threads=config.threads, cuda_graph=config.cuda_graph,
                     fuse=config.fuse, batch_per_rank=config.batch_per_rank,
-                    monitored=config.monitored, cpu_kernels=config.cpu_kernels)
+                    monitored=config.monitored, cpu_kernels=config.cpu_kernels, ends=ends)
     ledger.stage("train LightVAE (PyTorch)", begun)
     return trained
 
 
-def _embed(config: Config, trained: Trained, x: Any,
-           ledger: _Ledger) -> tuple[NDArray[Any], NDArray[Any]]:
-    """Each beat's latent mean and reconstruction error, handed back through zerohop to
-    NumPy without a copy."""
+def _embed(config: Config, trained: Trained, x: Any, ledger: _Ledger,
+           spans: tuple[NDArray[np.int64], NDArray[np.int64]]
+           ) -> tuple[NDArray[Any], NDArray[Any]]:
+    """Each beat's latent mean and reconstruction error over the part of its window that is
+    its own (`spans`: `outliers.own_beat_span`), handed back through zerohop to NumPy without
+    a copy."""
     from .vae import embed
 
     mu, _, _, error = embed(trained["model"], x, trained["scale"], config.device,
-                            center=trained["center"], reconstructions=False)
+                            center=trained["center"], reconstructions=False, spans=spans)
     begun = time.perf_counter()
     back = {name: ledger.hand_off(f"torch {name} → zerohop.from_dlpack", t,
                                   zerohop.from_dlpack(t))
@@ -228,12 +268,18 @@ def _embed(config: Config, trained: Trained, x: Any,
     return views["latent μ"], views["reconstruction error"]
 
 
-def _outliers(error: NDArray[Any], beat_peaks: NDArray[Any], rate: float,
-              r_peaks: NDArray[Any], classes: NDArray[np.str_] | None) -> list[Outlier]:
-    """The ten beats the model reconstructs worst, with their reference class (where the
-    recording has annotations) and the RR intervals around them, in ms: what a reader needs
-    to tell a premature beat from a normal one whose window holds the next, early beat."""
-    worst = np.argsort(error)[::-1][:10]
+def _outliers(error: NDArray[Any], score: NDArray[Any], beat_peaks: NDArray[Any],
+              rate: float, r_peaks: NDArray[Any], classes: NDArray[np.str_] | None,
+              rows: NDArray[np.int64] | None = None) -> list[Outlier]:
+    """The ten beats of highest outlier `score` (`outlier_score`), with their reconstruction
+    error, their reference class (where the recording has annotations) and the RR intervals
+    around them, in ms. `rows` gives each ranked beat's row number among all rows (None:
+    the same)."""
+    worst = np.argsort(score)[::-1][:10]
+
+    def number(i: int) -> int:
+        return int(i if rows is None else rows[i])
+
     peaks = np.asarray(r_peaks)
 
     def rr(peak: int) -> tuple[float | None, float | None]:
@@ -244,8 +290,8 @@ def _outliers(error: NDArray[Any], beat_peaks: NDArray[Any], rate: float,
         return (None if before is None else float(before),
                 None if after is None else float(after))
 
-    return [{"beat": int(i), "peak": int(beat_peaks[i]), "time": beat_peaks[i] / rate,
-             "error": float(error[i]), "rr": rr(int(beat_peaks[i])),
+    return [{"beat": number(int(i)), "peak": int(beat_peaks[i]), "time": beat_peaks[i] / rate,
+             "error": float(error[i]), "score": float(score[i]), "rr": rr(int(beat_peaks[i])),
              "kind": None if classes is None else str(classes[i])} for i in worst]
 
 
@@ -292,11 +338,12 @@ def _draw(drawing: Drawing, ledger: _Ledger, begun: float, *figures: dict[str, d
 def _write_report(path: Path, config: Config, data: Input, params: _Params, ledger: _Ledger,
                   counts: Counts, scored: Accuracy | None, outliers: list[Outlier],
                   plots: dict[str, Path], trained: Trained, few: str | None,
-                  memory: MemorySummary | None) -> Path:
+                  memory: MemorySummary | None, quality: QualitySummary) -> Path:
     from .vae import convergence_note
 
     return write_report(
         path, source=data.description, params=params, memory=memory, start=data.start,
+        quality=quality,
         method=config.method, stages=ledger.stages, counts=counts, accuracy=scored,
         outliers=outliers, plots=plots, hand_offs=ledger.hand_offs, units=data.units,
         train={"epochs": config.epochs, "batch_size": trained["batch_size"],
@@ -341,47 +388,67 @@ def run(config: Config, say: Callable[[str], object] = print) -> Result:
             drawing.import_here()
         outputs = _Outputs(seg, on_gpu, torch, ledger)
         r_peaks = outputs.host("r_peaks")
-        bpm, few = _check_beats(config, data, seg, r_peaks, say)
+        judged = _assess(data, r_peaks, ledger, say)
         beat_peaks = outputs.host("beat_peaks")
+        reliable_rows = judged.reliable(beat_peaks)
+        # The rows in reliable signal, when some are not (None: every row, no selection).
+        kept = None if reliable_rows.all() else np.flatnonzero(reliable_rows).astype(np.int64)
+        peaks_kept = beat_peaks if kept is None else beat_peaks[kept]
+        bpm, few = _check_beats(config, data, seg, r_peaks, judged.reliable(r_peaks),
+                                len(peaks_kept), say)
         energy_shown = outputs.keep_energy_shown(data.rate)
         width = int(beats.shape[1])
-        classes = beat_classes(beat_peaks, data.truth, data.rate)
+        classes = beat_classes(peaks_kept, data.truth, data.rate)
+
+        def rows_kept(indices: NDArray[np.int64]) -> NDArray[Any]:
+            """Rows of the ranked (reliable) beats, by their place among them."""
+            return outputs.beat_rows(indices if kept is None else kept[indices])
+
         figures_of_input = (input_figures(
             signal=data.numpy_signal(), units=data.units, energy=energy_shown,
-            r_peaks=r_peaks, truth=data.truth, params=params, beat_peaks=beat_peaks,
-            classes=classes, width=width, rows=outputs.beat_rows) if drawing is not None else {})
+            r_peaks=r_peaks, truth=data.truth, params=params, beat_peaks=peaks_kept,
+            classes=classes, width=width, rows=rows_kept,
+            reliable_rr=judged.reliable_intervals(r_peaks)) if drawing is not None else {})
         if drawing is not None and on_gpu:
             # Drawn while the GPU trains (by workers; without them, after training).
             drawing.submit(figures_of_input)
             figures_of_input = {}
-        x = _to_torch(ledger, torch, beats)
-        trained = _train(config, x, background, ledger)
-        mu, err = _embed(config, trained, x, ledger)
-        outliers = _outliers(err, beat_peaks, data.rate, r_peaks, classes)
+        x = _to_torch(ledger, torch, beats, kept)
+        # Each beat's own part of its window: its baseline is levelled to it, and its error
+        # measured over it.
+        spans = own_beat_span(peaks_kept, r_peaks, data.rate, params["before"], width)
+        trained = _train(config, x, background, ledger, spans[1])
+        mu, err = _embed(config, trained, x, ledger, spans)
+        score = outlier_score(err, peaks_kept, r_peaks)
+        outliers = _outliers(err, score, peaks_kept, data.rate, r_peaks, classes, kept)
+        excluded = int(beats.shape[0]) - len(peaks_kept)
         counts: Counts = {"samples": data.samples, "candidates": int(seg["gates"].shape[0]),
                           "detected": len(r_peaks), "beats": int(beats.shape[0]),
-                          "edge_dropped": int(seg["edge_dropped"]), "bpm": bpm}
+                          "edge_dropped": int(seg["edge_dropped"]), "bpm": bpm,
+                          "unreliable_beats": excluded}
+        summary = judged.summary(excluded, int(beats.shape[0]))
         scored = _score(data, r_peaks, say)
         plots: dict[str, Path] = {}
         if drawing is not None:
             begun = time.perf_counter()
             decoded, grid = _decoded_grid(config, torch, trained, mu)
             plots = _draw(drawing, ledger, begun, figures_of_input, model_figures(
-                params=params, width=width, units=data.units, beat_peaks=beat_peaks,
-                classes=classes, mu=mu, error=err, losses=trained["losses"],
+                params=params, width=width, units=data.units, beat_peaks=peaks_kept,
+                classes=classes, mu=mu, error=score, losses=trained["losses"],
                 held_out=trained["held_out"], best_epoch=trained["best_epoch"],
-                decoded=decoded, grid=grid, rows=outputs.beat_rows,
+                decoded=decoded, grid=grid, rows=rows_kept,
                 held_out_label=held_out_label(trained["monitored_beats"],
                                               trained["held_out_beats"])))
         ledger.host_copies()
         memory = pool.summary() if pool is not None else None
         report = _write_report(staging.path / "report.md", config, data, params, ledger, counts,
-                               scored, outliers, plots, trained, few, memory)
+                               scored, outliers, plots, trained, few, memory, summary)
         staging.commit()
     return Result(report=config.out / report.name,
                   plots={name: config.out / p.name for name, p in plots.items()},
                   stages=ledger.stages, hand_offs=ledger.hand_offs, counts=counts,
-                  accuracy=scored, outliers=outliers, losses=trained["losses"], memory=memory)
+                  accuracy=scored, outliers=outliers, losses=trained["losses"], memory=memory,
+                  quality=summary)
 
 
 def _device_index(config: Config) -> int:

@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
     from .kernels import Params as _Params
-    from .sources import Truth
+    from .recording import Truth
 
 
 def use_agg() -> None:
@@ -93,13 +93,38 @@ def beat_axis(params: _Params, width: int) -> tuple[NDArray[np.float64], int]:
     return (np.arange(span) - before) / params["rate"], span
 
 
+def tachogram_data(r_peaks: NDArray[Any], rate: float,
+                   reliable: NDArray[np.bool_] | None = None) -> dict[str, Any]:
+    """What the tachogram draws: each RR interval (ms) at its beat's time (min), NaN where
+    `reliable` (one flag per interval; None: all) says it lies in or across unreliable
+    signal, so the line breaks there; and the RR axis's limits, from the reliable intervals
+    alone (their 0.5–99.5 percentiles and a tenth of that range beside): one interval across
+    a 5-minute gap no longer sets a scale that flattens every other interval, and the few
+    reliable intervals beyond the axis (a pause) are drawn at its edge."""
+    peaks = np.asarray(r_peaks)
+    minutes = peaks[1:] / rate / 60.0
+    rr = np.diff(peaks) / rate * 1000.0
+    if reliable is not None:
+        rr = np.where(reliable, rr, np.nan)
+    shown = rr[np.isfinite(rr)]
+    limits = None
+    if len(shown):
+        low, high = np.percentile(shown, [0.5, 99.5])
+        margin = max(0.1 * (high - low), 20.0)
+        limits = (max(0.0, float(low - margin)), float(high + margin))
+    return {"minutes": minutes, "rr": rr, "limits": limits,
+            "gaps": 0 if reliable is None else int(np.count_nonzero(~reliable))}
+
+
 def input_figures(*, signal: NDArray[Any], units: str | None, energy: NDArray[Any],
                   r_peaks: NDArray[Any], truth: Truth | None, params: _Params,
                   beat_peaks: NDArray[Any], classes: NDArray[np.str_] | None, width: int,
-                  rows: Callable[[NDArray[np.int64]], NDArray[Any]]) -> dict[str, dict[str, Any]]:
+                  rows: Callable[[NDArray[np.int64]], NDArray[Any]],
+                  reliable_rr: NDArray[np.bool_] | None = None) -> dict[str, dict[str, Any]]:
     """The inputs of the figures drawn from the recording and its detections alone, each
     holding only what its figure draws. `classes` is `beat_classes`'s; `rows(indices)` gives
-    those beat rows on the host."""
+    those beat rows on the host; `reliable_rr` flags the RR intervals in reliable signal (the
+    tachogram breaks at the others; None: all)."""
     rate = params["rate"]
     shown = min(len(signal), int(8 * rate))
     x, span = beat_axis(params, width)
@@ -120,7 +145,7 @@ def input_figures(*, signal: NDArray[Any], units: str | None, energy: NDArray[An
             "peaks": r_peaks[r_peaks < shown],
             "reference": None if truth is None else truth.samples[truth.samples < shown],
             "rate": rate, "units": units},
-        "tachogram": {"r_peaks": r_peaks, "rate": rate},
+        "tachogram": tachogram_data(r_peaks, rate, reliable_rr),
         "beats": {"x": x, "rows": rows(picked)[:, :span], "groups": groups,
                   "total": len(beat_peaks), "units": units},
     }
@@ -163,23 +188,43 @@ def _signal_peaks(plt: Any, *, signal: NDArray[Any], energy: NDArray[Any],
         top.plot(reference / rate, signal[reference], "o", mfc="none", color="k", ms=10,
                  label="reference beats")
     top.set_ylabel(amplitude_label(units))
-    top.legend(loc="upper right", fontsize=8)
-    top.set_title(f"Detected beats, first {len(signal) / rate:.0f} s of the recording")
+    # Above the axes, not inside them: inside, the legend hid the last beats' peaks.
+    top.legend(loc="lower right", bbox_to_anchor=(1.0, 1.0), ncol=3, fontsize=8,
+               frameon=False, borderaxespad=0.2)
+    top.set_title(f"Detected beats, first {len(signal) / rate:.0f} s of the recording",
+                  loc="left")
     bottom.plot(t, energy, lw=0.8, color="C2")
     bottom.set_ylabel("QRS energy (a.u.)")
     bottom.set_xlabel("time from the start of the recording (s)")
     return fig
 
 
-def _tachogram(plt: Any, *, r_peaks: NDArray[Any], rate: float) -> Figure:
-    """Every RR interval against time."""
+def _tachogram(plt: Any, *, minutes: NDArray[Any], rr: NDArray[Any],
+               limits: tuple[float, float] | None, gaps: int) -> Figure:
+    """Every RR interval against time (`tachogram_data`): a line that breaks where the signal
+    is unreliable, on an axis scaled to the reliable intervals; an interval beyond the axis
+    is a triangle at its edge."""
     fig, ax = _figure(plt, (11, 3.4))
-    if len(r_peaks) > 1:
-        rr = np.diff(r_peaks) / rate * 1000.0
-        ax.plot(r_peaks[1:] / rate / 60.0, rr, ".", ms=2.5)
+    notes = [f"{gaps:,} in or across unreliable signal left out" if gaps else ""]
+    if len(rr):
+        ax.plot(minutes, rr, "-", lw=0.5, color="C0", alpha=0.6)
+        ax.plot(minutes, rr, ".", ms=2.5, color="C0")
+    if limits is not None:
+        low, high = limits
+        with np.errstate(invalid="ignore"):
+            above, below = rr > high, rr < low
+        ax.plot(minutes[above], np.full(int(above.sum()), high), "^", ms=5, color="C3",
+                clip_on=False)
+        ax.plot(minutes[below], np.full(int(below.sum()), low), "v", ms=5, color="C3",
+                clip_on=False)
+        ax.set_ylim(low, high)
+        beyond = int(above.sum() + below.sum())
+        notes.append(f"{beyond:,} beyond the axis, at its edge" if beyond else "")
     ax.set_xlabel("time (min)")
     ax.set_ylabel("RR interval (ms)")
-    ax.set_title("Tachogram: the interval before every detected beat")
+    note = "; ".join(n for n in notes if n)
+    ax.set_title("Tachogram: the interval before every detected beat"
+                 + (f" ({note})" if note else ""))
     return fig
 
 
@@ -198,7 +243,8 @@ def _beats(plt: Any, *, x: NDArray[Any], rows: NDArray[Any],
         for c, (symbol, members, drawn) in enumerate(groups):
             for k, row in enumerate(rows[at:at + drawn]):
                 ax.plot(x, row, lw=0.6, alpha=0.5, color=f"C{c}",
-                        label=f"{symbol} ({members:,} beats)" if k == 0 else None)
+                        label=f"{symbol} ({members:,} beat{'' if members == 1 else 's'})"
+                        if k == 0 else None)
             at += drawn
         ax.legend(fontsize=8, title="reference class")
         ax.set_title("Beats by reference annotation class (up to 40 each), overlaid")
@@ -222,7 +268,8 @@ def _latent(plt: Any, *, mu: NDArray[Any], error: NDArray[Any]) -> Figure:
     low, high = (np.percentile(error, [2, 98]) if len(error) > 1 else (None, None))
     sc = ax.scatter(points[:, 0], points[:, 1], c=scores, s=8, cmap="viridis", vmin=low,
                     vmax=high)
-    fig.colorbar(sc, ax=ax, label="reconstruction error (outlier score, 2–98 %)", extend="max")
+    fig.colorbar(sc, ax=ax, label="outlier score: own-beat error × prematurity (2–98 %)",
+                 extend="max")
     worst = np.argsort(error)[-5:]
     ax.scatter(mu[worst, 0], mu[worst, 1], s=60, facecolors="none", edgecolors="C3",
                label="5 most outlying")
@@ -299,13 +346,18 @@ def decoded_grid_figure(decoded: NDArray[Any], grid: Sequence[tuple[float, float
     height = max(high - low, 1e-12)
     step_x, step_y = width * 1.15, height * 1.35
     fig, ax = plt.subplots(figsize=(9, 7))
-    curves, marks = [], []
+    curves, centres, marks = [], [], []
+    # The grid's centre beat, drawn in grey under every cell: beside it the differences
+    # between cells show, small as they are on a record of one beat shape.
+    centre = decoded[len(decoded) // 2]
     for k, (curve, (z1, z2)) in enumerate(zip(decoded, grid)):
         row, col = divmod(k, side)
         dx, dy = col * step_x - start, (side - 1 - row) * step_y
         curves.append(np.column_stack([t + dx, curve + dy]))
+        centres.append(np.column_stack([t + dx, centre + dy]))
         marks.append([(dx, low + dy), (dx, high + dy)])  # the R peak
         ax.text(t[0] + dx, high + dy + 0.04 * height, f"z=({z1:.2f}, {z2:.2f})", fontsize=7)
+    ax.add_collection(LineCollection(centres, lw=1.6, color="0.82"))
     ax.add_collection(LineCollection(curves, lw=0.8, color="C0"))
     ax.add_collection(LineCollection(marks, lw=0.5, color="k", linestyles=":"))
     # Scale bars below the grid: the largest 1-2-5 amplitude within half a cell, 0.2 s.
@@ -317,13 +369,16 @@ def decoded_grid_figure(decoded: NDArray[Any], grid: Sequence[tuple[float, float
     ax.plot([bx, bx], [by, by + bar_a], color="k", lw=1.5)
     ax.text(bx + bar_s / 2, by - 0.05 * height, f"{bar_s:g} s", ha="center", va="top",
             fontsize=8)
-    ax.text(bx - 0.02 * width, by + bar_a / 2, f"{bar_a:g} {units or 'signal units'}",
-            ha="right", va="center", fontsize=8)
-    ax.set_xlim(bx - 0.45 * width, (side - 1) * step_x + t[-1] - start + 0.05 * width)
+    # The amplitude's label right of its bar, inside the drawing: left of it, a long label
+    # ("0.05 signal units") ran off the figure.
+    ax.text(bx + 0.04 * width, by + bar_a / 2, f"{bar_a:g} {units or 'signal units'}",
+            ha="left", va="center", fontsize=8)
+    ax.set_xlim(bx - 0.1 * width, (side - 1) * step_x + t[-1] - start + 0.05 * width)
     ax.set_ylim(by - 0.35 * height, (side - 1) * step_y + high + 0.2 * height)
     ax.set_axis_off()
     ax.set_title("Beats decoded from a grid over the latents' 2–98 % range\n"
-                 "(μ₁ grows to the right, μ₂ upwards; dotted: the R peak)", fontsize=10)
+                 "(μ₁ grows to the right, μ₂ upwards; grey: the centre cell's beat; dotted: "
+                 "the R peak)", fontsize=10)
     fig.subplots_adjust(left=0.02, right=0.98, bottom=0.02, top=0.92)
     return fig
 

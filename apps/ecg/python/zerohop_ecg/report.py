@@ -60,6 +60,8 @@ class Counts(TypedDict):
     beats: int
     edge_dropped: int
     bpm: float
+    #: Beat rows in windows of unreliable signal: not trained on, not ranked.
+    unreliable_beats: NotRequired[int]
 
 
 class Outlier(TypedDict):
@@ -71,8 +73,30 @@ class Outlier(TypedDict):
     peak: int
     time: float
     error: float
+    #: What the beats are ranked by: the error times how early the beat came (at least 1).
+    score: NotRequired[float]
     kind: NotRequired[str | None]
     rr: NotRequired[tuple[float | None, float | None]]
+
+
+class QualitySummary(TypedDict):
+    """What the report says of the signal's quality."""
+
+    window_s: float
+    windows: int
+    reliable_windows: int
+    #: The share of the recording's time in reliable windows.
+    reliable_fraction: float
+    #: (reason, seconds) for each reason of unreliable windows, the commonest first.
+    unreliable: list[tuple[str, float]]
+    #: The longest unreliable stretches, longest first: (start s, end s, reason), seconds from
+    #: the recording's start.
+    spans: list[tuple[float, float, str]]
+    #: All unreliable stretches.
+    span_count: int
+    #: Beat rows in unreliable windows (left out of training and of the ranking), of all rows.
+    excluded_rows: int
+    rows: int
 
 
 class StepInfo(TypedDict):
@@ -223,12 +247,54 @@ def _accuracy_lines(accuracy: Accuracy) -> list[str]:
     return lines
 
 
+def when(seconds: float, start: float | None) -> str:
+    """A time `seconds` from the recording's start: its time of day with the time from the
+    start in brackets when the start is known, else the time from the start (h:mm:ss)."""
+    if start is None:
+        return clock(seconds)
+    return f"{clock((start + seconds) % 86400.0)} ({clock(seconds)})"
+
+
+def _quality_lines(quality: QualitySummary, start: float | None) -> list[str]:
+    q = quality
+    lines = ["", "## Signal quality", "",
+             f"Each {q['window_s']:g} s window is judged flat, clipped, without QRS-like "
+             f"energy, too noisy to trust, or good (the rules: docs/ecg.md, \"Signal "
+             f"quality\")."]
+    if not q["unreliable"]:
+        lines[-1] += (f" All {q['windows']:,} windows are reliable; every beat is trained on "
+                      "and ranked.")
+        return lines
+    by_reason = ", ".join(f"{clock(seconds)} {reason}" for reason, seconds in q["unreliable"])
+    total = sum(seconds for _, seconds in q["unreliable"])
+    lines[-1] += (f" Reliable: {q['reliable_fraction'] * 100:.1f} % of the recording "
+                  f"({q['reliable_windows']:,} of {q['windows']:,} windows). Unreliable: "
+                  f"{clock(total)} (h:mm:ss: {by_reason}), in {q['span_count']:,} "
+                  "stretch(es). "
+                  + (f"The {q['excluded_rows']:,} of {q['rows']:,} beats whose R peak lies in "
+                     "an unreliable window are not trained on, ranked or drawn"
+                     if q["excluded_rows"] else "No beat row lies in an unreliable window")
+                  + "; the tachogram breaks its line there.")
+    times = "clock time (from the start)" if start is not None else "from the start (h:mm:ss)"
+    lines += ["", f"The longest unreliable stretches ({len(q['spans'])} of "
+              f"{q['span_count']:,}):", "",
+              f"| start, {times} | end, {times} | duration (h:mm:ss) | reason |",
+              "|---|---|---|---|"]
+    for begin, end, reason in q["spans"]:
+        lines.append(f"| {when(begin, start)} | {when(end, start)} | {clock(end - begin)} | "
+                     f"{reason} |")
+    return lines
+
+
 def write_report(path: Path, *, source: str, params: _Params, method: str,
                  stages: Sequence[Stage], counts: Counts, accuracy: Accuracy | None,
                  outliers: Sequence[Outlier], plots: Mapping[str, Path], train: TrainSummary,
                  hand_offs: Sequence[HandOff], units: str | None,
-                 memory: MemorySummary | None = None, start: float | None = None) -> Path:
+                 memory: MemorySummary | None = None, start: float | None = None,
+                 quality: QualitySummary | None = None) -> Path:
     rate = params["rate"]
+    unreliable = counts.get("unreliable_beats", 0)
+    ranked = counts["beats"] - unreliable
     lines = [
         "# zerohop ECG pipeline report",
         "",
@@ -238,8 +304,10 @@ def write_report(path: Path, *, source: str, params: _Params, method: str,
         + f"), amplitude in {units or 'unstated units'}",
         _method_line(method, params),
         f"- beats: {counts['detected']:,} detected (median {counts['bpm']:.0f} bpm), "
-        f"{counts['beats']:,} rows for the model; {counts['edge_dropped']} too close to the "
-        f"recording's ends for a full window",
+        f"{counts['beats']:,} rows"
+        + (f" ({unreliable:,} in unreliable signal, not trained on: {ranked:,} for the model)"
+           if unreliable else " for the model")
+        + f"; {counts['edge_dropped']} too close to the recording's ends for a full window",
         f"- LightVAE: batch {train['batch_size']}{_batch_note(train)}, final training loss "
         f"{train['final_loss']:.5f}, held-out loss {train['test_loss']:.5f}"
         f"{held_out_note(train)} ({train['device']}, {train['threads']} CPU "
@@ -249,6 +317,8 @@ def write_report(path: Path, *, source: str, params: _Params, method: str,
         lines.append(summary_line(memory))
     if train.get("few"):
         lines.append(f"- **warning**: {train['few']}")
+    if quality is not None:
+        lines += _quality_lines(quality, start)
     if accuracy is not None:
         lines += _accuracy_lines(accuracy)
     lines += [
@@ -274,14 +344,21 @@ def write_report(path: Path, *, source: str, params: _Params, method: str,
         lines.append(f"| {label} | 0x{address:x} | {'yes' if same else 'NO'} |")
     lines += [
         "",
-        "## Most outlying beats (highest reconstruction error)",
+        "## Most outlying beats",
         "",
         "The error is the mean square difference between a beat and its reconstruction, both "
-        "normalised by the recording's beat mean and standard deviation: in units of the beats' "
-        "variance, so the ranking does not depend on the input's units. The figure "
-        "`outliers.png` draws the top five.",
+        "normalised by the recording's beat mean and standard deviation (in units of the "
+        "beats' variance, so the ranking does not depend on the input's units), over the part "
+        "of the beat's window that is its own: from the previous beat's T wave's end (40 % of "
+        "the RR interval after its R peak) to the next beat's QRS onset (60 ms before its R "
+        "peak). A fixed window also holds the next beat whenever that one comes early, which "
+        "ranked normal beats before the premature ones. Beats are ranked by that error times "
+        "their prematurity (the median of the 8 RR intervals before the beat over its own RR "
+        "before; at least 1), the rhythm context a clinician reads beside the shape. The "
+        "figure `outliers.png` draws the top five.",
         "",
-        f"The {len(outliers)} highest of the {counts['beats']:,} beats ranked. The class is "
+        f"The {len(outliers)} highest of the {ranked:,} beats ranked"
+        + (" (those in reliable signal)" if unreliable else "") + ". The class is "
         "the reference annotation's (N normal, V premature ventricular, A atrial premature, "
         "…; – without annotations); the RR intervals around a beat tell a premature beat "
         "(short before) from a normal one whose window holds the next, early beat (short "
@@ -290,8 +367,8 @@ def write_report(path: Path, *, source: str, params: _Params, method: str,
         "| rank | beat | class | R peak (sample) | "
         + ("clock time (from the start)" if start is not None
            else "time from the start (h:mm:ss)") + " "
-        "| RR before / after (ms) | reconstruction error (variances) |",
-        "|---|---|---|---|---|---|---|",
+        "| RR before / after (ms) | reconstruction error (variances) | score |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for rank, row in enumerate(outliers, 1):
         kind = row.get("kind") or "–"
@@ -301,7 +378,8 @@ def write_report(path: Path, *, source: str, params: _Params, method: str,
         if start is not None:
             when = f"{clock((start + row['time']) % 86400.0, 2)} ({when})"
         lines.append(f"| {rank} | {row['beat']} | {kind} | {row['peak']} | "
-                     f"{when} | {rr} | {row['error']:.5f} |")
+                     f"{when} | {rr} | {row['error']:.5f} | "
+                     f"{row.get('score', row['error']):.5f} |")
     if plots:
         lines += ["", "## Figures", ""]
         for name, png in plots.items():

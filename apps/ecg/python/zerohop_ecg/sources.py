@@ -34,6 +34,20 @@ from . import (
 )
 from .config import EDF_SUFFIXES, Config
 from .errors import EcgInputError, MissingCellError
+from .recording import (
+    CUDA,
+    PREFERRED_LEADS,
+    RATE_RANGE,
+    Input,
+    Truth,
+    check_device_signal,
+    check_shape_of_signal,
+    check_signal,
+    default_lead,
+    fill_missing,
+    check_rate,
+    is_time_axis,
+)
 from .text import plain_text
 
 if TYPE_CHECKING:
@@ -41,45 +55,8 @@ if TYPE_CHECKING:
 
     from .shared_pool import SharedPool
 
-RATE_RANGE = (50.0, 100_000.0)
-#: DLPack's device type of CUDA memory.
-CUDA = 2
 #: Leading values a time column's rate is read from (see `_rate_from_time`).
 TIME_HEAD = 100_000
-
-
-@dataclass
-class Truth:
-    """Reference beats: sample indices and their annotation symbols (N, V, A, …)."""
-
-    samples: NDArray[np.int64]
-    symbols: list[str]
-    name: str
-
-
-@dataclass
-class Input:
-    signal: Tensor  # 1-d float32 (a column of a zerohop Table)
-    rate: float
-    samples: int
-    description: str
-    units: str | None
-    truth: Truth | None
-    stage: str
-    #: A host copy of a signal in device memory, once one was made (the reader's checks make
-    #: one): the figures draw from it, and the report counts it.
-    host_copy: NDArray[Any] | None = None
-    #: The time of day the recording starts, in seconds after midnight, when the file says
-    #: (a WFDB base time, a CSV column of clock times): the report then gives clock times.
-    start: float | None = None
-
-    def numpy_signal(self) -> NDArray[Any]:
-        """The signal as NumPy: a view on the host, a copy from device memory."""
-        if self.signal.__dlpack_device__()[0] != CUDA:
-            return np.from_dlpack(self.signal)
-        if self.host_copy is None:
-            self.host_copy = np.from_dlpack(self.signal.to("cpu"))
-        return self.host_copy
 
 
 def require_torch() -> ModuleType:
@@ -183,19 +160,6 @@ def require_matplotlib() -> None:
             "pip install 'zerohop[ecg]' (or pass --no-plots)")
 
 
-@overload
-def check_rate(rate: None, what: str = ...) -> None: ...
-@overload
-def check_rate(rate: float, what: str = ...) -> float: ...
-def check_rate(rate: float | None, what: str = "--rate") -> float | None:
-    if rate is None:
-        return None
-    low, high = RATE_RANGE
-    if not (isinstance(rate, (int, float)) and math.isfinite(rate) and low <= rate <= high):
-        raise EcgInputError(f"{what} {rate}: a sampling rate is {low:g} to {high:g} Hz")
-    return float(rate)
-
-
 def check_memory(samples: int, what: str) -> None:
     """Refuses, up front, a recording that would not fit in this machine's memory (the ECG
     crate's rule, which `synthesize` applies too)."""
@@ -216,17 +180,6 @@ def _column_by_name_or_index(names: Sequence[str], wanted: str, what: str) -> st
     raise EcgInputError(f"{what}: no column {wanted!r} (columns: {listed}; or an index from 0)")
 
 
-def is_time_axis(values: NDArray[Any]) -> bool:
-    """Strictly increasing at a steady step over the first 1000 values: a time column."""
-    v = np.asarray(values[:1000], dtype=np.float64)
-    if len(v) < 3:
-        return False
-    steps = np.diff(v)
-    median = float(np.median(steps))
-    return bool(median > 0 and (steps > 0).all()
-                and ((steps > 0.5 * median) & (steps < 1.5 * median)).all())
-
-
 def _rate_from_time(values: NDArray[Any], units: str | None) -> float:
     # The mean step over many samples: timestamps rounded to the millisecond step unevenly
     # (2 and 3 ms at 360 Hz), which a median would turn into 333 Hz.
@@ -236,40 +189,6 @@ def _rate_from_time(values: NDArray[Any], units: str | None) -> float:
                   else 1.0)
     rate = per_second / step
     return float(round(rate)) if abs(rate - round(rate)) <= 5e-4 * rate else rate
-
-
-def _check_signal(values: NDArray[Any], column: str, where: str) -> None:
-    finite = values[np.isfinite(values)]
-    low, high = (float(finite.min()), float(finite.max())) if len(finite) else (None, None)
-    _check_shape_of_signal(low, high, values, column, where)
-    bad = np.flatnonzero(~np.isfinite(values))
-    if len(bad):
-        raise EcgInputError(
-            f"{where}: column {column!r} has {len(bad)} missing or non-finite sample(s), the "
-            f"first at sample {bad[0]}; pass --fill interpolate (or --fill zero)")
-
-
-def _check_shape_of_signal(low: float | None, high: float | None,
-                           head: NDArray[Any], column: str, where: str) -> None:
-    """What makes a column no ECG, from its finite range (None: no finite value) and its
-    first values (`is_time_axis` reads 1000): empty, constant, or a time axis."""
-    if low is None:
-        raise EcgInputError(f"{where}: column {column!r} holds no numbers")
-    if low == high:
-        raise EcgInputError(f"{where}: column {column!r} is constant ({low:g}); not an ECG")
-    if is_time_axis(head):
-        raise EcgInputError(
-            f"{where}: column {column!r} increases steadily like a time axis; choose the ECG "
-            f"column with --column")
-
-
-#: The lead a 12-lead file is read from when none is named: lead II (MLII on MIT-BIH), the
-#: rhythm lead clinicians read first.
-PREFERRED_LEADS = ("ii", "mlii", "lead ii", "ecg ii", "ii (mv)")
-
-
-def _default_lead(names: Sequence[str]) -> str | None:
-    return next((n for n in names if n.strip().lower() in PREFERRED_LEADS), None)
 
 
 class _MissingCells(TypedDict, total=False):
@@ -326,7 +245,7 @@ def _columns_to_read(config: Config, names: Sequence[str], where: str,
     if config.column is not None:
         lead = _column_by_name_or_index(names, config.column, where)
     else:
-        lead = _default_lead(names[1:] if clock else names) or names[min(1, len(names) - 1)]
+        lead = default_lead(names[1:] if clock else names) or names[min(1, len(names) - 1)]
     if clock:
         return [lead]
     return [names[0]] if lead == names[0] else [names[0], lead]
@@ -360,28 +279,6 @@ def _clock_times(path: Path, delimiter: str,
         return None
     start = seconds[0]
     return np.asarray(seconds) - start, start % 86400.0
-
-
-def _fill_missing(values: NDArray[Any], column: str, fill: str,
-                  say: Callable[[str], object]) -> str | None:
-    """Fills the NaNs of `values` (a writable NumPy view of the column) in place; a note for
-    the report naming how many and where, or None when there were none."""
-    bad = np.flatnonzero(~np.isfinite(values))
-    if len(bad) == 0:
-        return None
-    if len(bad) == len(values):
-        raise EcgInputError(f"column {column!r} holds no numbers")
-    if fill == "zero":
-        values[bad] = 0.0
-    else:
-        good = np.flatnonzero(np.isfinite(values))
-        values[bad] = np.interp(bad, good, values[good]).astype(values.dtype)
-    shown = ", ".join(str(int(i)) for i in bad[:5]) + (", …" if len(bad) > 5 else "")
-    note = (f"{len(bad)} missing sample(s) in column {column!r} "
-            f"{'interpolated' if fill == 'interpolate' else 'set to 0'} (--fill {fill}), at "
-            f"sample(s) {shown}")
-    say(note)
-    return note
 
 
 def _time_rate(first: NDArray[Any], units: str | None,
@@ -446,10 +343,10 @@ def _from_csv(config: Config, say: Callable[[str], object]) -> Input:
     if config.column is not None:
         column = _column_by_name_or_index(names, config.column, where)
     elif timed:
-        column = _default_lead(names[1:]) or names[1]
+        column = default_lead(names[1:]) or names[1]
         say(f"the first column {names[0]!r} is a time axis: using {column!r}")
     else:
-        column = _default_lead(names) or names[0]
+        column = default_lead(names) or names[0]
     if timed and column != names[0] and rate is None:
         rate, assumed = _time_rate(first, time_unit, names[0])
         say(f"the sampling rate, {rate:g} Hz, is read from the time column {names[0]!r}")
@@ -468,7 +365,7 @@ def _from_csv(config: Config, say: Callable[[str], object]) -> Input:
     signal = table[column]
     if config.fill != "error":
         values = np.from_dlpack(signal)
-        filled = _fill_missing(values, column, config.fill, say)
+        filled = fill_missing(values, column, config.fill, say)
         if filled:
             notes.append(filled)
         if on_gpu:  # --fill parses on the host: one explicit copy to the device
@@ -476,11 +373,11 @@ def _from_csv(config: Config, say: Callable[[str], object]) -> Input:
     host_copy = None
     if on_gpu:
         # With --fill the filled values are the host copy already.
-        host_copy = _check_device_signal(signal, column, where,
+        host_copy = check_device_signal(signal, column, where,
                                          values if config.fill != "error" else None)
         stage = "parse CSV into a zerohop Table in GPU memory"
     else:
-        _check_signal(np.from_dlpack(signal), column, where)
+        check_signal(np.from_dlpack(signal), column, where)
         stage = "parse CSV into a zerohop Table (all cores)"
     unit = units[names.index(column)] if units else None
     description = f"{path}, lead {column!r}" + "".join(f"; {n}" for n in notes)
@@ -518,19 +415,6 @@ def _head(table: Table, name: str, on_gpu: bool) -> NDArray[Any]:
     if not on_gpu:
         return np.from_dlpack(table[name])
     return np.from_dlpack(table.rows(0, min(len(table), TIME_HEAD))[name].to("cpu"))
-
-
-def _check_device_signal(signal: Tensor, column: str, where: str,
-                         values: NDArray[Any] | None = None) -> NDArray[Any]:
-    """`_check_signal` for a column in device memory, on a host copy of it (`values`, or one
-    made here; returned: the figures draw from it), so reading a file on the GPU needs no
-    torch and runs while torch is imported. Non-finite values never get here: the reader
-    refuses them (nan="reject", empty="error") and --fill replaces them."""
-    if values is None:
-        values = np.from_dlpack(signal.to("cpu"))
-    low, high = (float(values.min()), float(values.max())) if len(values) else (None, None)
-    _check_shape_of_signal(low, high, values[:1000], column, where)
-    return values
 
 
 #: How EDF and BDF files begin: EDF's version field, BDF's 0xFF "BIOSEMI".
@@ -578,7 +462,7 @@ def _from_wfdb(config: Config, say: Callable[[str], object]) -> Input:
         raise EcgInputError(f"{where}: the header says {rate:g} Hz, --rate says {config.rate:g}")
     check_rate(rate, f"{where}: the header's sampling rate")
     signal = table[lead]
-    _check_signal(np.from_dlpack(signal), lead, where)
+    check_signal(np.from_dlpack(signal), lead, where)
     truth: Truth | None = None
     annotations = Path(f"{record}.atr")
     if annotations.is_file():

@@ -20,6 +20,9 @@ from . import cpu_pass
 from .step import Reduce, TrainingStep
 
 if TYPE_CHECKING:
+    import numpy as np
+    from numpy.typing import NDArray
+
     # mypy does not read torch (tests/typing/mypy.ini), so nn.Module is Any to it, and
     # --strict forbids subclassing Any: the models' base as mypy sees it, what they use of it.
     class _Module:
@@ -259,11 +262,12 @@ def train(beats: Beats, *, epochs: int = 30, batch_size: int | None = None, lr: 
           seed: int = 42, device: Device = "cpu", progress: Progress = True,
           threads: int | None = None, cuda_graph: bool = True, fuse: bool = False,
           batch_per_rank: bool = False, monitored: int | None = None,
-          cpu_kernels: bool = True) -> Trained:
+          cpu_kernels: bool = True, ends: NDArray[np.int64] | None = None) -> Trained:
     """Trains on 75 % of `beats` (n, width) and tests on the rest. Beats are normalised by one
     global shift and scale (their mean and standard deviation), so the model, its losses and
     the outlier scores are the same whatever the input's units (mV or ADC counts); the KL
-    term's free nats (`vae_loss`) keep the latent in use.
+    term's free nats (`vae_loss`) keep the latent in use. Each beat's baseline is levelled
+    first (`level_baseline_`; to its own part's end with `ends`, one per row in order).
     The batch (default: `default_batch`) shrinks to a sixteenth of the training
     set when that is smaller, so a short recording still gets enough optimiser steps; above
     LR_BATCH beats the learning rate grows with the batch's square root. Under torchrun the
@@ -299,7 +303,7 @@ def train(beats: Beats, *, epochs: int = 30, batch_size: int | None = None, lr: 
     torch.set_num_threads(threads)
     try:
         result = _train(beats, epochs, batch_size, lr, seed, device, progress, cuda_graph,
-                        fuse, batch_per_rank, monitored, cpu_kernels)
+                        fuse, batch_per_rank, monitored, cpu_kernels, ends)
     finally:
         torch.set_num_threads(before)
     return {**result, "threads": threads}
@@ -379,36 +383,49 @@ def _all_reduce(values: Sequence[float], device: Device,
     return reduced
 
 
-def level_baseline_(rows: torch.Tensor) -> torch.Tensor:
+def level_baseline_(rows: torch.Tensor, ends: NDArray[np.int64] | None = None
+                    ) -> torch.Tensor:
     """Removes each beat's baseline in place: the straight line through the mean of its first
     and of its last sixteenth (the quiet stretches before the P wave and after the T wave).
     Baseline wander is slow beside a beat, so over one beat it is nearly that line; left in,
-    it made normal beats on a wandering baseline the job's "outliers"."""
+    it made normal beats on a wandering baseline the job's "outliers". With `ends` (per row,
+    where its own part ends: `outliers.own_beat_span`) the last sixteenth is the one before
+    that end: a window's end that holds the next, early beat's QRS would tilt the line and
+    make the whole beat an outlier."""
     width = int(rows.shape[1])
     if width < 8 or rows.shape[0] == 0:
         return rows
     k = max(2, width // 16)
     start = rows[:, :k].mean(dim=1, keepdim=True)
-    end = rows[:, -k:].mean(dim=1, keepdim=True)
+    # Each stretch's mean sits (k - 1) / 2 samples from its end: the line passes through them.
+    a = (k - 1) / 2 / (width - 1)
+    if ends is None:
+        end = rows[:, -k:].mean(dim=1, keepdim=True)
+        b: float | torch.Tensor = 1 - a
+    else:
+        last = torch.as_tensor(ends, device=rows.device).clamp(2 * k + 1, width)[:, None] - k
+        end = rows.gather(1, last + torch.arange(k, device=rows.device)).mean(dim=1,
+                                                                                keepdim=True)
+        b = (last.to(rows.dtype) + (k - 1) / 2) / (width - 1)
     ramp = torch.linspace(0.0, 1.0, width, dtype=rows.dtype, device=rows.device)
-    # Each window's mean sits (k - 1) / 2 samples from its end: the line passes through them.
-    a, b = (k - 1) / 2 / (width - 1), 1 - (k - 1) / 2 / (width - 1)
     slope = (end - start) / (b - a)
     rows.sub_(start + slope * (ramp - a))
     return rows
 
 
-def _normalise(parts: Sequence[torch.Tensor],
-               device: Device) -> tuple[torch.Tensor, float, float]:
-    """The training tensor on `device`: every beat with its baseline levelled, then one shift
-    and scale for all beats (every rank's, under torchrun), the mean and standard deviation
-    over every sample, so beats keep their sizes relative to one another."""
+def _normalise(parts: Sequence[torch.Tensor], device: Device,
+               ends: NDArray[np.int64] | None = None) -> tuple[torch.Tensor, float, float]:
+    """The training tensor on `device`: every beat with its baseline levelled (to its own
+    part's end, with `ends` over all rows in order), then one shift and scale for all beats
+    (every rank's, under torchrun), the mean and standard deviation over every sample, so
+    beats keep their sizes relative to one another."""
     n = sum(int(p.shape[0]) for p in parts)
     normalised = torch.empty((n, int(parts[0].shape[1])), dtype=torch.float32, device=device)
     row = 0
     for p in parts:
         rows = normalised[row:row + p.shape[0]]
-        level_baseline_(rows.copy_(p, non_blocking=True))
+        level_baseline_(rows.copy_(p, non_blocking=True),
+                        None if ends is None else ends[row:row + p.shape[0]])
         row += p.shape[0]
     # Mean and variance combined exactly over ranks (Chan et al.).
     var, mean = map(float, torch.var_mean(normalised, correction=0)) if n else (0.0, 0.0)
@@ -424,7 +441,7 @@ def _normalise(parts: Sequence[torch.Tensor],
 def _train(beats: Beats, epochs: int, batch_size: int | None, lr: float, seed: int,
            device: Device, progress: Progress, capture: bool, fuse: bool = False,
            batch_per_rank: bool = False, monitored: int | None = None,
-           cpu_kernels: bool = True) -> Training:
+           cpu_kernels: bool = True, ends: NDArray[np.int64] | None = None) -> Training:
     started = time.perf_counter()
     torch.manual_seed(seed)
     generator = torch.Generator().manual_seed(seed)
@@ -452,7 +469,7 @@ def _train(beats: Beats, epochs: int, batch_size: int | None, lr: float, seed: i
     model = LightVAE(width).to(device)
     # Everything a step touches lives on the training device: the normalised beats (made once),
     # the indices, and the running loss, read once an epoch, so a step never waits for the host.
-    normalised, center, scale = _normalise(parts, device)
+    normalised, center, scale = _normalise(parts, device, ends)
 
     def loss(x: torch.Tensor) -> torch.Tensor:
         recon, mu, logvar = model(x)
@@ -620,14 +637,16 @@ def _held_out_loss(model: LightVAE, normalised: torch.Tensor, indices: torch.Ten
 
 @_no_grad
 def embed(model: LightVAE, beats: Beats, scale: float, device: Device = "cpu",
-          batch_size: int | None = None, center: float = 0.0, reconstructions: bool = True
+          batch_size: int | None = None, center: float = 0.0, reconstructions: bool = True,
+          spans: tuple[NDArray[np.int64], NDArray[np.int64]] | None = None
           ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None, torch.Tensor]:
     """Latent means, log-variances, reconstructions (in input units) and per-beat
-    reconstruction error (the outlier score: the mean square error of the normalised beat, so
-    in units of the beats' variance, the same for mV and ADC counts) for every beat. With
-    `reconstructions=False` the third is None: a day-long record's are as large as its beats
-    (100 MB), twice that while they are gathered, and the job does not need them. Beats go
-    through the model `batch_size` at a time (default: `evaluation_chunk`)."""
+    reconstruction error (the mean square error of the normalised beat, so in units of the
+    beats' variance, the same for mV and ADC counts) for every beat; with `spans` (per beat,
+    the first and end columns: `outliers.own_beat_span`) the error is over those columns
+    alone. With `reconstructions=False` the third is None: a day-long record's are as large
+    as its beats (100 MB), twice that while they are gathered, and the job does not need them.
+    Beats go through the model `batch_size` at a time (default: `evaluation_chunk`)."""
     model.eval()
     batch_size = batch_size or evaluation_chunk(device)
     mus: list[torch.Tensor] = []
@@ -635,21 +654,34 @@ def embed(model: LightVAE, beats: Beats, scale: float, device: Device = "cpu",
     recons: list[torch.Tensor] = []
     errors: list[torch.Tensor] = []
     parts, width = _parts(beats)
-    for normalised in _normalised_batches(parts, width, batch_size, device, center, scale):
+    columns = torch.arange(width, device=device)
+    done = 0
+    ends = None if spans is None else spans[1]
+    for normalised in _normalised_batches(parts, width, batch_size, device, center, scale,
+                                          ends):
         mu, logvar = model.encode(normalised.unsqueeze(1))
         decoded = model.decode(mu).squeeze(1)
         mus.append(mu.cpu())
         logvars.append(logvar.cpu())
         if reconstructions:
             recons.append((decoded * scale + center).cpu())
-        errors.append(((decoded - normalised) ** 2).mean(dim=1).cpu())
+        squared = (decoded - normalised) ** 2
+        rows = int(normalised.shape[0])
+        if spans is None:
+            errors.append(squared.mean(dim=1).cpu())
+        else:
+            lo, hi = (torch.as_tensor(s[done:done + rows], device=device) for s in spans)
+            inside = (columns >= lo[:, None]) & (columns < hi[:, None])
+            errors.append(((squared * inside).sum(dim=1)
+                           / inside.sum(dim=1).clamp(min=1)).cpu())
+        done += rows
     return (torch.cat(mus), torch.cat(logvars), torch.cat(recons) if reconstructions else None,
             torch.cat(errors))
 
 
 def _normalised_batches(parts: Sequence[torch.Tensor], width: int, batch_size: int,
-                        device: Device, center: float, scale: float
-                        ) -> Iterator[torch.Tensor]:
+                        device: Device, center: float, scale: float,
+                        ends: NDArray[np.int64] | None = None) -> Iterator[torch.Tensor]:
     """The parts' beats, normalised, in batches of `batch_size` rows (the last one shorter):
     thousands of small records make a few large batches rather than a pass each. Each beat is
     read once, straight into the batch (normalising writes a new tensor anyway)."""
@@ -668,7 +700,8 @@ def _normalised_batches(parts: Sequence[torch.Tensor], width: int, batch_size: i
             assert part is not None  # `total` counts the parts' rows: rows left, a part left
             take = min(rows - filled, int(part.shape[0]) - start)
             out = batch[filled:filled + take]
-            level_baseline_(out.copy_(part[start:start + take]))
+            level_baseline_(out.copy_(part[start:start + take]),
+                            None if ends is None else ends[done + filled:done + filled + take])
             out.sub_(center).div_(scale)
             filled, start = filled + take, start + take
             if start == int(part.shape[0]):

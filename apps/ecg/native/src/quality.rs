@@ -1,0 +1,113 @@
+//! Signal quality per window (`zerohop_ecg::quality`): which stretches of a recording hold an
+//! ECG its detected beats can be trusted in.
+
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+use zerohop::{DType, DeviceKind, TensorView};
+use zerohop_ecg::quality::{assess, Quality, WINDOW_S};
+
+use crate::handoff::{tensor_capsule, view_of};
+use crate::segment::signal_view;
+use crate::{to_py, zerohop_error};
+
+/// The R peaks as a 1-d int64 host view: int64 producers shared, other integers converted.
+fn peaks_view(py: Python<'_>, peaks: &Bound<'_, PyAny>) -> PyResult<TensorView> {
+    if let Ok(view) = view_of(py, peaks, None) {
+        let on_host = view.device().kind != DeviceKind::Cuda;
+        if on_host && view.dtype() == DType::I64 && view.ndim() == 1 {
+            return Ok(view);
+        }
+    }
+    let converted = py
+        .import("numpy")?
+        .call_method1("asarray", (peaks, "int64"))
+        .map_err(|e| PyValueError::new_err(format!("r_peaks must be 1-d integers: {e}")))?;
+    let view = view_of(py, &converted, None)?;
+    if view.ndim() != 1 {
+        return Err(PyValueError::new_err(format!(
+            "r_peaks must be 1-d, got shape {:?}",
+            view.shape()
+        )));
+    }
+    Ok(view)
+}
+
+fn capsule_of<'py, T: zerohop::Element>(
+    py: Python<'py>,
+    values: &[T],
+) -> PyResult<Bound<'py, PyAny>> {
+    let view = TensorView::from_slice(values, &[values.len() as i64]).map_err(zerohop_error)?;
+    Ok(tensor_capsule(py, &view)?.into_any())
+}
+
+/// Judges each window of `window` seconds (default 10; a last, shorter window joins the one
+/// before) of a 1-d host signal sampled at `rate` Hz, with the detector's ascending R peaks
+/// (sample indices): good, flat, clipped, no QRS-like energy or too noisy (the rules are
+/// `zerohop_ecg::quality`'s). Returns a dict: "window" (samples a window), "window_s",
+/// "codes" (uint8 per window: 0 good, 1 flat, 2 clipped, 3 no QRS-like energy, 4 too noisy),
+/// "starts" (int64, each window's first sample), "range", "clipped", "kurtosis",
+/// "correlation" (float32 per window: what the rules read), "beats" (int64 per window), as
+/// DLPack capsules; "reasons" (the name of each code), "spans" [(start, end, reason)]: the
+/// runs of unreliable windows, each with its commonest reason; "seconds" it took. The GIL is
+/// released while it runs.
+#[pyfunction]
+#[pyo3(signature = (signal, rate, r_peaks, *, window=10.0))]
+fn assess_quality<'py>(
+    py: Python<'py>,
+    signal: &Bound<'py, PyAny>,
+    rate: f64,
+    r_peaks: &Bound<'py, PyAny>,
+    window: f64,
+) -> PyResult<Bound<'py, PyDict>> {
+    let signal = signal_view(py, signal, None)?;
+    if signal.device().kind == DeviceKind::Cuda {
+        return Err(PyValueError::new_err(
+            "signal must be in host memory for the quality assessment (copy it over first)",
+        ));
+    }
+    let peaks = peaks_view(py, r_peaks)?;
+    let values = signal.as_slice::<f32>().map_err(zerohop_error)?;
+    let peak_values = peaks.as_slice::<i64>().map_err(zerohop_error)?;
+    let started = std::time::Instant::now();
+    let a = py
+        .detach(|| assess(values, rate, peak_values, window))
+        .map_err(to_py)?;
+    let seconds = started.elapsed().as_secs_f64();
+    let codes: Vec<u8> = a.codes.iter().map(|&c| c as u8).collect();
+    let starts: Vec<i64> = (0..a.windows())
+        .map(|k| a.window_span(k).0 as i64)
+        .collect();
+    let out = PyDict::new(py);
+    out.set_item("window", a.window)?;
+    out.set_item("window_s", window)?;
+    out.set_item("codes", capsule_of(py, &codes)?)?;
+    out.set_item("starts", capsule_of(py, &starts)?)?;
+    let column = |f: fn(&zerohop_ecg::quality::WindowStats) -> f32| -> Vec<f32> {
+        a.stats.iter().map(f).collect()
+    };
+    out.set_item("range", capsule_of(py, &column(|s| s.range))?)?;
+    out.set_item("clipped", capsule_of(py, &column(|s| s.clipped))?)?;
+    out.set_item("kurtosis", capsule_of(py, &column(|s| s.kurtosis))?)?;
+    out.set_item("band", capsule_of(py, &column(|s| s.band))?)?;
+    out.set_item("correlation", capsule_of(py, &column(|s| s.correlation))?)?;
+    let beats: Vec<i64> = a.stats.iter().map(|s| i64::from(s.beats)).collect();
+    out.set_item("beats", capsule_of(py, &beats)?)?;
+    let reasons: Vec<&str> = Quality::ALL.iter().map(|q| q.name()).collect();
+    out.set_item("reasons", reasons)?;
+    let spans: Vec<(usize, usize, &str)> = a
+        .unreliable_spans()
+        .iter()
+        .map(|s| (s.start, s.end, s.reason.name()))
+        .collect();
+    out.set_item("spans", spans)?;
+    out.set_item("seconds", seconds)?;
+    Ok(out)
+}
+
+// The signature's default, written out so Python's signature shows it, is the crate's.
+const _: () = assert!(WINDOW_S == 10.0);
+
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(assess_quality, m)?)
+}

@@ -188,6 +188,36 @@ def test_c_allocator_symbols_serve_the_current_host_resource():
     free(p, -5, -1, None)  # a refused free is dropped: nothing raised, nothing freed
 
 
+def test_a_framework_resource_takes_the_c_symbols_until_it_is_ended():
+    # `install` puts torch's share there; once ended, the symbols serve the current resource
+    # again (another extension following zerohop's current resource was served from an
+    # ended installation's share), and a block still goes back to the resource that made it.
+    current, framework = zm.Stats(zm.System()), zm.Stats(zm.System())
+    zm.set_current(current)
+    lib = ctypes.CDLL(zm.library_path())
+    malloc = getattr(lib, zm.C_MALLOC_SYMBOL)
+    malloc.restype = ctypes.c_void_p
+    malloc.argtypes = [ctypes.c_ssize_t, ctypes.c_int, ctypes.c_void_p]
+    free = getattr(lib, zm.C_FREE_SYMBOL)
+    free.argtypes = [ctypes.c_void_p, ctypes.c_ssize_t, ctypes.c_int, ctypes.c_void_p]
+    try:
+        zm.set_framework_resource(framework)
+        early = malloc(4096, -1, None)
+        assert framework.stats()["current_bytes"] == 4096
+        assert current.stats()["current_bytes"] == 0
+        zm.set_framework_resource(None, "cpu")
+        late = malloc(512, -1, None)
+        assert current.stats()["current_bytes"] == 512
+        free(early, 4096, -1, None)
+        free(late, 512, -1, None)
+        assert framework.stats()["current_bytes"] == current.stats()["current_bytes"] == 0
+        with pytest.raises(ValueError, match="gpu:7"):
+            zm.set_framework_resource(None, "gpu:7")
+    finally:
+        zm.set_framework_resource(None, "cpu")
+        zm.reset_current()
+
+
 def test_a_refusal_through_the_c_symbols_is_also_raised_in_python():
     # torch's pluggable allocator ignores NULL; the refusal must surface in Python anyway.
     zm.set_current(zm.Limit(zm.System(), 1 << 20))

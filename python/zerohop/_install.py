@@ -43,8 +43,9 @@ class Installation:
 
     def close(self) -> None:
         """Ends torch's route (torch_mode "mempool"): torch allocates from its own pools
-        again. Tensors already in zerohop's memory stay valid; their memory goes back when
-        they die and torch's cache is emptied. (CuPy's and Numba's hooks stay.)"""
+        again, and the extension's C symbols serve the device's current resource again.
+        Tensors already in zerohop's memory stay valid; their memory goes back when they die
+        and torch's cache is emptied. (CuPy's and Numba's hooks stay.)"""
         route = self._torch_route
         if route is not None and _ROUTES.get(route.device) is route:
             del _ROUTES[route.device]
@@ -53,6 +54,11 @@ class Installation:
             _RETIRED_GRAPH_POOLS.extend(route.graph_pools)
             route.graph_pools = []
             _drop_idle_graph_pools()
+            # The C symbols serve the device's current resource again (blocks torch's share
+            # made still go back to it): left on the share, they kept serving whatever loads
+            # them (another extension following zerohop's current resource, a C program)
+            # from an installation that had ended.
+            zm.set_framework_resource(None, f"cuda:{route.device}")
         self._torch_route = None
 
     def __repr__(self) -> str:

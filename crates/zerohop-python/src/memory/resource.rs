@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::PyDict;
+use pyo3::types::{IntoPyDict, PyDict};
 use zerohop::memory::{
     checked_allocate, checked_deallocate, current_resource, make_current, ArenaResource,
     FailureCallbackResource, LimitResource, LogResource, MemoryResource, MonotonicResource,
@@ -170,32 +170,18 @@ impl PyResource {
 
     /// A `Pool`'s reserved/in-use bytes, chunks and free blocks.
     fn usage<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        let d = PyDict::new(py);
-        match &self.kind {
-            Kind::Pool(p) => {
-                let u = p.usage();
-                d.set_item("reserved", u.reserved)?;
-                d.set_item("in_use", u.in_use)?;
-                d.set_item("chunks", u.chunks)?;
-                d.set_item("free_blocks", u.free_blocks)?;
-            }
-            Kind::Limit(l) => {
-                d.set_item("in_use", l.in_use())?;
-                d.set_item("limit", l.limit())?;
-            }
-            Kind::Monotonic(m) => {
-                let u = m.usage();
-                d.set_item("chunks", u.chunks)?;
-                d.set_item("live_blocks", u.live_blocks)?;
-            }
+        let fields = match &self.kind {
+            Kind::Pool(p) => p.usage().fields(),
+            Kind::Limit(l) => l.usage_fields(),
+            Kind::Monotonic(m) => m.usage().fields(),
             _ => {
                 return Err(PyTypeError::new_err(format!(
                     "{} reports no usage (Pool, Monotonic and Limit do)",
                     self.name()
                 )))
             }
-        }
-        Ok(d)
+        };
+        fields.into_py_dict(py)
     }
 
     /// Gives a `Pool`'s idle chunks back upstream (returns the bytes released), or flushes
@@ -529,10 +515,16 @@ fn set_current(resource: &Bound<'_, PyResource>) -> PyResult<()> {
 }
 
 /// Makes the C symbols frameworks load allocate from `resource` on its device, leaving the
-/// current resource (zerohop's own allocations) as it is.
+/// current resource (zerohop's own allocations) as it is; None ends that on `device`: the
+/// symbols serve its current resource again.
 #[pyfunction]
-fn set_framework_resource(resource: &Bound<'_, PyResource>) {
-    zerohop::memory::serve_frameworks(resource.get().inner.clone());
+#[pyo3(signature = (resource, device="cuda:0"))]
+fn set_framework_resource(resource: Option<&Bound<'_, PyResource>>, device: &str) -> PyResult<()> {
+    match resource {
+        Some(r) => zerohop::memory::serve_frameworks(r.get().inner.clone()),
+        None => zerohop::memory::set_framework_resource(Device::parse(device).py()?, None),
+    };
+    Ok(())
 }
 
 /// The current resource for `device` ("cpu" or "cuda:N"); None for a device without one.

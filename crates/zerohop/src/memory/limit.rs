@@ -33,6 +33,11 @@ impl LimitResource {
     pub fn in_use(&self) -> usize {
         self.in_use.load(Ordering::Relaxed)
     }
+
+    /// The figures by name, as every language's `usage()` reports them.
+    pub fn usage_fields(&self) -> Vec<(&'static str, usize)> {
+        vec![("in_use", self.in_use()), ("limit", self.limit())]
+    }
 }
 
 impl MemoryResource for LimitResource {

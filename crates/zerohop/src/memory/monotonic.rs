@@ -53,6 +53,13 @@ pub struct MonotonicUsage {
     pub live_blocks: usize,
 }
 
+impl MonotonicUsage {
+    /// The figures by name, as every language's `usage()` reports them.
+    pub fn fields(&self) -> Vec<(&'static str, usize)> {
+        vec![("chunks", self.chunks), ("live_blocks", self.live_blocks)]
+    }
+}
+
 impl MonotonicResource {
     /// Chunks of `chunk` bytes (at least one page's worth is sensible) from `upstream`.
     pub fn new(upstream: Arc<dyn MemoryResource>, chunk: usize) -> Result<Self> {

@@ -108,6 +108,18 @@ pub struct PoolUsage {
     pub free_blocks: usize,
 }
 
+impl PoolUsage {
+    /// The figures by name, as every language's `usage()` reports them.
+    pub fn fields(&self) -> Vec<(&'static str, usize)> {
+        vec![
+            ("reserved", self.reserved),
+            ("in_use", self.in_use),
+            ("chunks", self.chunks),
+            ("free_blocks", self.free_blocks),
+        ]
+    }
+}
+
 /// The streams a free block was freed on (empty: fresh from upstream, no pending work).
 type Streams = Vec<Stream>;
 

@@ -103,7 +103,7 @@ def test_edf_plus_d_goes_through_the_host_and_says_so(tmp_path):
                      starts=[0, 1, 5])
     assert_same(path)
     _, info = ecg.read_edf(path, device="cuda:0")
-    assert "EDF+D" in info["fallback"] and info["gaps"] == [(600, 1200, 2.0)]
+    assert "EDF+D" in info["fallback"] and info["gaps"] == [(600, 900, 2.0)]
 
 
 def test_seed_files_and_their_damage_give_the_same_outcome(tmp_path):

@@ -23,6 +23,11 @@ rm -rf /tmp/zerohop-site
 $PY -m pip install -q --no-index --no-deps --target /tmp/zerohop-site .carry/zerohop-*.whl \
   .carry/zerohop_ecg-*.whl || exit 1
 export PYTHONPATH=/tmp/zerohop-site
+# The EDF readers bench/edf_read.py compares against, when their wheels were carried
+# (pip download edfio pyedflib --no-deps --only-binary :all: --python-version 3.12 -d .carry/peers).
+if ls .carry/peers/*.whl >/dev/null 2>&1; then
+  $PY -m pip install -q --no-index --no-deps --target /tmp/zerohop-site .carry/peers/*.whl || true
+fi
 {
   date -u
   nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
@@ -38,6 +43,15 @@ cp -r --parents scripts/check-layers.py scripts/valgrind-verdict.py crates/zeroh
   bench/torch_tools.py /tmp/zerohop-run/
 T=/tmp/zerohop-run/tests
 status=0
+# ONLY=ecg: the flagship's benches alone (reading a day-long EDF beside edfio and pyedflib,
+# the day-long job on the GPU and on the host's cores).
+if [ "${ONLY:-}" = ecg ]; then
+  $PY bench/edf_read.py --hours 24 --repeat 5 --out "$OUT/edf_read.md" 2>&1 | tail -12 \
+    | tee "$OUT/edf_read.log" || status=1
+  $PY bench/ecg_holter.py --device cuda --device cpu --runs 2 --out "$OUT/ecg_holter.md" 2>&1 \
+    | tail -8 | tee "$OUT/holter.log" || status=1
+  exit $status
+fi
 # Two GPUs are lent only at times: their bench runs first (ONLY=ddp: nothing else).
 gpus=$($PY -c 'import torch; print(torch.cuda.device_count())')
 if [ "$gpus" -ge 2 ] || [ "${ONLY:-}" = ddp ]; then

@@ -217,3 +217,29 @@ def test_the_assessment_refuses_what_it_cannot_judge():
         ecg.assess_quality(signal, RATE, [])
     with pytest.raises(ValueError, match="no samples"):
         ecg.assess_quality(np.zeros(0, dtype=np.float32), RATE, [])
+
+
+@requires_torch
+def test_many_recordings_leave_out_unreliable_signal_and_fail_a_record_of_noise(
+        tmp_path, capsys):
+    folder = tmp_path / "archive"
+    folder.mkdir()
+    clean, _ = synthetic(300.0)
+    half, _ = synthetic(300.0, seed=9)
+    noise = np.random.default_rng(3).normal(0.0, 0.3, int(300 * RATE))
+    # Half way the electrode came loose: noise, where the detector still finds "beats".
+    half[int(150 * RATE):] = noise[int(150 * RATE):]
+    for name, signal in (("clean", clean), ("half", half), ("noise", noise)):
+        write_csv(folder / f"{name}.csv", signal)
+    out = tmp_path / "out"
+    status = main(["--records", str(folder), "--rate", f"{RATE:g}", "--out", str(out),
+                   "--epochs", "1", "--no-progress", "--no-plots"])
+    printed = capsys.readouterr()
+    assert status == 0, printed.err
+    report = (out / "report.md").read_text()
+    assert "- 2 of 3 recording(s) processed" in report, report
+    assert "noise" in report and "no reliable ECG" in report
+    row = next(line for line in report.splitlines() if line.startswith("| half |"))
+    assert "| 50.0 % |" in row and "left out)" in row, row
+    clean_row = next(line for line in report.splitlines() if line.startswith("| clean |"))
+    assert "| 100.0 % |" in clean_row and "left out" not in clean_row, clean_row

@@ -60,7 +60,7 @@ def test_local_workers_hand_rows_over_in_shared_memory(folder, tmp_path):
     assert_zero_copy(result, "shared memory")
     assert len({r.worker for r in result.records}) == 2, "two worker processes did the work"
     report = (tmp_path / "out" / "report.md").read_text()
-    assert "| mitdb100 | 360 | 0:30:06 | 2,271 |" in report
+    assert "| mitdb100 | 360 | 0:30:06 | 100.0 % | 2,271 |" in report
     assert "4/4 with the same pointer; bytes copied on the way: 0" in report
     assert "Detection over the 1 annotated record(s)" in report
 

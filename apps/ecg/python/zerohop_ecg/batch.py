@@ -202,7 +202,9 @@ def _hand_to_torch(torch: ModuleType, records: Sequence[RecordBeats], in_process
                           "same": x.data_ptr() == beats.data_ptr})
         if x.data_ptr() != beats.data_ptr:
             raise AssertionError(f"{r.name}: torch's view is not the rows' memory")
-        parts.append(x)
+        kept = r.kept
+        # Rows in unreliable signal are left out: a copy by choice, after the hand-off.
+        parts.append(x if kept is None else x[torch.from_numpy(kept)])
     return hand_offs, parts
 
 
@@ -213,7 +215,9 @@ def _outliers(records: Sequence[RecordBeats], parts: Sequence[TorchTensor],
     for row in np.argsort(error)[::-1][:10]:
         k = int(np.searchsorted(offsets, row, side="right") - 1)
         r = records[k]
-        peak = int(r.beat_peaks[row - offsets[k]])
+        at = int(row - offsets[k])
+        kept = r.kept
+        peak = int(r.beat_peaks[at if kept is None else kept[at]])
         found.append({"record": r.name, "time": peak / r.rate, "error": float(error[row])})
     return found
 
@@ -324,7 +328,7 @@ def _run(config: Config, torch: ModuleType, world: _World, paths: Sequence[Path]
                           key=lambda o: -o["error"])[:10]
         mus = {k: v for res in results for k, v in res["mu"].items()}
         mu_all = np.concatenate([mus[r.index] for r in every])
-        offsets = np.cumsum([0] + [r.rows for r in every])
+        offsets = np.cumsum([0] + [r.trained_rows for r in every])
         copied = sum(h["copied"] for h in hand_offs)
 
         plots: dict[str, Path] = {}

@@ -115,17 +115,24 @@ def write_batch_report(path: Path, *, backend: str, records: Sequence[RecordBeat
                   f"nodes to bring rows made elsewhere to the job's node (per record below: "
                   f"\"between nodes\"; rows made on the job's node moved 0).", ""]
     lines += ["## Records", "",
-              "| record | rate (Hz) | duration (h:mm:ss) | beats | median bpm | sensitivity | +P | "
-              "rows lived in | bytes copied | " + ("between nodes | " if nodes else "")
-              + "seconds | worker |",
-              "|---|---:|---:|---:|---:|---:|---:|---|---:|" + ("---:|" if nodes else "")
+              "Reliable: the share of the recording in 10 s windows judged reliable (docs/ecg.md, "
+              "\"Signal quality\"); beats in the others are left out of training and of the "
+              "ranking (the rest selected: a copy, after the zero-copy hand-off). A recording "
+              "with no reliable window fails, with the reason.", "",
+              "| record | rate (Hz) | duration (h:mm:ss) | reliable | beats | median bpm | "
+              "sensitivity | +P | rows lived in | bytes copied | "
+              + ("between nodes | " if nodes else "") + "seconds | worker |",
+              "|---|---:|---:|---:|---:|---:|---:|---:|---|---:|" + ("---:|" if nodes else "")
               + "---:|---|"]
     for r, h in zip(records, hand_offs):
         a = r.accuracy
         score = (f"{_percent(a['sensitivity'])} | {_percent(a['ppv'])}" if a and a["scored"]
                  else "not scored (too short) | –" if a else "– | –")
+        rows = (f"{r.rows:,}" if r.reliable is None
+                else f"{r.rows:,} ({r.rows - r.trained_rows:,} left out)")
         lines.append(f"| {r.name} | {r.rate:g} | {clock(r.samples / r.rate)} | "
-                     f"{r.rows:,} | {r.bpm:.0f} | {score} | {h['place']} | "
+                     f"{r.reliable_fraction * 100:.1f} % | "
+                     f"{rows} | {r.bpm:.0f} | {score} | {h['place']} | "
                      f"{h['copied']:,} | " + (f"{r.transferred:,} | " if nodes else "")
                      + f"{r.seconds:.2f} | {r.worker} |")
     if failures:

@@ -25,6 +25,7 @@ from .config import EDF_SUFFIXES
 from .config import RecordOptions as RecordOptions  # re-exported: bench/ecg_records.py
 from .detection import accuracy, check_detection
 from .errors import EcgInputError
+from .quality import assess as judge_quality
 from .report import Accuracy
 
 if TYPE_CHECKING:
@@ -70,6 +71,19 @@ class RecordBeats:
     #: them to the job (0 when they were made on the job's own node).
     node: str | None = None
     transferred: int = 0
+    #: Per row, whether its beat lies in reliable signal (`quality`); None: every row does.
+    reliable: NDArray[np.bool_] | None = None
+    #: The share of the recording's time in reliable windows.
+    reliable_fraction: float = 1.0
+
+    @property
+    def kept(self) -> NDArray[np.int64] | None:
+        """The rows trained on and ranked (those in reliable signal); None: every row."""
+        return None if self.reliable is None else np.flatnonzero(self.reliable)
+
+    @property
+    def trained_rows(self) -> int:
+        return self.rows if self.reliable is None else int(np.count_nonzero(self.reliable))
 
 
 @dataclass
@@ -152,16 +166,24 @@ def process_record(index: int, path: str | os.PathLike[str],
 
         zm.reset_current()
     r_peaks = np.from_dlpack(seg["r_peaks"])
-    bpm = check_detection(r_peaks, data.description, data.rate)
+    # A recording without a reliable window fails as a record, with the reason; elsewhere
+    # only beats in reliable signal count (the rate here, training and ranking in the job).
+    judged = judge_quality(data.numpy_signal(), data.rate, data.samples, r_peaks)
+    if judged.reliable_windows == 0:
+        raise EcgInputError(judged.nothing_reliable(data.description))
+    bpm = check_detection(r_peaks[judged.reliable(r_peaks)], data.description, data.rate)
     scored = (accuracy(r_peaks, data.truth, data.rate, data.samples)
               if data.truth is not None else None)
+    beat_peaks = np.array(np.from_dlpack(seg["beat_peaks"]), dtype=np.int64)
+    reliable = judged.reliable(beat_peaks)
     return RecordBeats(
         index=index, name=name, description=data.description, rate=data.rate,
         samples=data.samples, beats=seg["beats"], rows=int(seg["beats"].shape[0]),
-        width=int(seg["beats"].shape[1]),
-        beat_peaks=np.array(np.from_dlpack(seg["beat_peaks"]), dtype=np.int64),
+        width=int(seg["beats"].shape[1]), beat_peaks=beat_peaks,
         detected=len(r_peaks), bpm=bpm, accuracy=scored,
-        seconds=time.perf_counter() - begun, worker=f"pid {os.getpid()} on {socket.gethostname()}")
+        seconds=time.perf_counter() - begun, worker=f"pid {os.getpid()} on {socket.gethostname()}",
+        reliable=None if reliable.all() else reliable,
+        reliable_fraction=judged.reliable_fraction())
 
 
 def where_it_lives(address: int) -> str:

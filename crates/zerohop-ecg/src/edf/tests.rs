@@ -355,6 +355,11 @@ fn header_errors_name_the_field() {
             Box::new(|b| b[256 + 16 + 80 + 8 + 8..][..8].copy_from_slice(b"-3276.8 ")),
             "give no scale",
         ),
+        // A physical maximum that scales the largest digital value past float32.
+        (
+            Box::new(|b| b[256 + 16 + 80 + 8 + 8..][..8].copy_from_slice(b"1e39    ")),
+            "beyond float32's range",
+        ),
         // Digital maximum below the minimum.
         (
             Box::new(|b| b[256 + 16 + 80 + 8 * 4..][..8].copy_from_slice(b"-40000  ")),

@@ -14,6 +14,7 @@ import zerohop
 import zerohop.cuda
 import zerohop_ecg as ecg
 import zerohop.memory as zm
+from table_bits import column_bits
 
 torch = pytest.importorskip("torch")
 pytestmark = pytest.mark.skipif(
@@ -38,16 +39,7 @@ def outcome(path, **options):
         except (ValueError, OSError) as e:
             results.append(("error", type(e).__name__, str(e)))
             continue
-        columns = {}
-        for name in table.columns:
-            column = table[name]
-            if device == "cpu":
-                values = np.from_dlpack(column)
-            else:
-                assert column.__dlpack_device__() == (2, 0), name
-                values = torch.from_dlpack(column).cpu().numpy()
-            columns[name] = values.view(np.uint32).copy()
-        results.append(("ok", columns))
+        results.append(("ok", column_bits(table, device, torch)))
     return results
 
 

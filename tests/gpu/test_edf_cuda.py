@@ -16,6 +16,7 @@ import zerohop_ecg as ecg
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "apps" / "ecg" / "tests"))
 from edf_files import tal, write_edf  # noqa: E402
+from table_bits import column_bits  # noqa: E402
 
 torch = pytest.importorskip("torch")
 pytestmark = pytest.mark.skipif(
@@ -40,15 +41,7 @@ def both(path, **options):
         except (ValueError, OSError) as e:
             results.append(("error", type(e).__name__, str(e)))
             continue
-        bits = {}
-        for name in table.columns:
-            column = table[name]
-            if device == "cpu":
-                values = np.from_dlpack(column)
-            else:
-                assert column.__dlpack_device__() == (2, 0), name
-                values = torch.from_dlpack(column).cpu().numpy()
-            bits[name] = values.view(np.uint32).copy()
+        bits = column_bits(table, device, torch)
         info = {k: v for k, v in info.items() if k not in ("timings", "fallback", "bytes")}
         info["beats"] = (info["beats"]["sample"].tolist(), info["beats"]["symbol"])
         notes = info["annotations"]

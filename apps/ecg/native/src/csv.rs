@@ -114,8 +114,7 @@ fn read_csv<'py>(
             (table, details)
         }
         zerohop::DeviceKind::Cuda => {
-            let stream = stream.map_or(Ok(zerohop::Stream::LEGACY), zerohop::Stream::cuda);
-            let stream = stream.map_err(zerohop_error)?;
+            let stream = crate::cuda_stream(stream)?;
             let read = py
                 .detach(|| zerohop_ecg::gpu::csv::read_csv_cuda(&path, &options, place.id, stream))
                 .map_err(to_py)?;

@@ -86,8 +86,7 @@ fn read_edf<'py>(
             (r, None, 0, vec![("read on host", seconds)])
         }
         zerohop::DeviceKind::Cuda => {
-            let stream = stream.map_or(Ok(zerohop::Stream::LEGACY), zerohop::Stream::cuda);
-            let stream = stream.map_err(zerohop_error)?;
+            let stream = crate::cuda_stream(stream)?;
             let read = py
                 .detach(|| zerohop_ecg::gpu::edf::read_edf_cuda(&path, &leads, place.id, stream))
                 .map_err(to_py)?;

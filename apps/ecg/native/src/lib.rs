@@ -69,6 +69,14 @@ pub(crate) fn zerohop_error(err: zerohop::Error) -> PyErr {
     }
 }
 
+/// The CUDA stream a reader's work is ordered on: the caller's handle, or the legacy default
+/// stream.
+pub(crate) fn cuda_stream(stream: Option<usize>) -> PyResult<zerohop::Stream> {
+    stream
+        .map_or(Ok(zerohop::Stream::LEGACY), zerohop::Stream::cuda)
+        .map_err(zerohop_error)
+}
+
 /// Makes this module's allocations on `device` come from zerohop's current resource for it,
 /// through the C allocator zerohop's extension exports (`zerohop.memory.library_path()`,
 /// `C_MALLOC_SYMBOL`, `C_FREE_SYMBOL`: `malloc` and `free` are their addresses), as torch's

@@ -84,8 +84,7 @@ fn segment<'py>(
             (seg, None)
         }
         DeviceKind::Cuda => {
-            let stream = stream.map_or(Ok(zerohop::Stream::LEGACY), zerohop::Stream::cuda);
-            let stream = stream.map_err(zerohop_error)?;
+            let stream = crate::cuda_stream(stream)?;
             // A device signal's producer orders its work before the kernels' stream.
             let view = signal_view(py, signal, stream.cuda_stream())?;
             let seg = py

@@ -354,13 +354,7 @@ fn number<T: std::str::FromStr>(
 
 /// dd.mm.yy; EDF+ says the recording field's `Startdate dd-MMM-yyyy` gives the century.
 fn start_date(field: &str, recording: &str) -> Option<(i32, u32, u32)> {
-    let parts: Vec<u32> = field
-        .split('.')
-        .map(|p| p.parse().ok())
-        .collect::<Option<_>>()?;
-    let [day, month, yy] = parts[..] else {
-        return None;
-    };
+    let [day, month, yy] = three_numbers(field)?;
     if !(1..=31).contains(&day) || !(1..=12).contains(&month) || yy > 99 {
         return None;
     }
@@ -379,12 +373,15 @@ fn start_date(field: &str, recording: &str) -> Option<(i32, u32, u32)> {
 
 /// hh.mm.ss in seconds after midnight.
 fn start_time(field: &str) -> Option<u32> {
+    let [h, m, s] = three_numbers(field)?;
+    (h < 24 && m < 60 && s < 60).then_some(h * 3600 + m * 60 + s)
+}
+
+/// `a.b.c`, the header's way of writing dates and times.
+fn three_numbers(field: &str) -> Option<[u32; 3]> {
     let parts: Vec<u32> = field
         .split('.')
         .map(|p| p.parse().ok())
         .collect::<Option<_>>()?;
-    let [h, m, s] = parts[..] else {
-        return None;
-    };
-    (h < 24 && m < 60 && s < 60).then_some(h * 3600 + m * 60 + s)
+    parts.try_into().ok()
 }

@@ -39,6 +39,29 @@ fn kernels(device: i32) -> Result<Arc<EdfKernels>> {
     })
 }
 
+/// Launches `function` with one thread per item of `items`.
+///
+/// # Safety
+/// As [`launch`]: `args` are the kernel's, and what it touches is valid on this device.
+unsafe fn launch_over(
+    function: usize,
+    items: u64,
+    stream: Stream,
+    args: &mut [*mut std::ffi::c_void],
+) -> Result<()> {
+    // SAFETY: per this function's contract.
+    unsafe {
+        launch(
+            function,
+            items.div_ceil(u64::from(THREADS)),
+            THREADS,
+            0,
+            stream,
+            args,
+        )
+    }
+}
+
 /// A recording read onto the device, and how.
 pub struct DeviceEdf {
     /// Its table is in the device's memory.
@@ -143,11 +166,9 @@ pub fn read_edf_cuda(
         // records; every read lies inside: offset + per_record × width ≤ record_bytes), writes
         // `rows` floats of the column and adds to its counter, all on this device.
         unsafe {
-            launch(
+            launch_over(
                 k.scale,
-                (plan.rows as u64).div_ceil(u64::from(THREADS)),
-                THREADS,
-                0,
+                plan.rows as u64,
                 stream,
                 &mut [
                     arg(&mut dp),
@@ -234,11 +255,9 @@ fn gather_annotations(
     // SAFETY: edf_gather_bytes reads `len` bytes at `start` of each uploaded record (inside
     // it) and writes `total` bytes of `out`, on this device.
     unsafe {
-        launch(
+        launch_over(
             k.gather,
-            (total as u64).div_ceil(u64::from(THREADS)),
-            THREADS,
-            0,
+            total as u64,
             stream,
             &mut [
                 arg(&mut dp),

@@ -243,3 +243,9 @@ def test_many_recordings_leave_out_unreliable_signal_and_fail_a_record_of_noise(
     assert "| 50.0 % |" in row and "left out)" in row, row
     clean_row = next(line for line in report.splitlines() if line.startswith("| clean |"))
     assert "| 100.0 % |" in clean_row and "left out" not in clean_row, clean_row
+    # The beats are ranked as in the one-recording job: by the score, highest first.
+    unusual = report.split("## Most unusual beats", 1)[1].split("## Training", 1)[0]
+    assert "| record | time from the start (h:mm:ss) | error | score |" in unusual
+    scores = [float(line.split("|")[4]) for line in unusual.splitlines()
+              if line.startswith("| clean |") or line.startswith("| half |")]
+    assert len(scores) == 10 and scores == sorted(scores, reverse=True), scores

@@ -208,17 +208,33 @@ def _hand_to_torch(torch: ModuleType, records: Sequence[RecordBeats], in_process
     return hand_offs, parts
 
 
+def _own_spans(records: Sequence[RecordBeats]) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+    """The rows trained on, every record's in turn: where each one's own part of its window
+    starts and ends (`outliers.own_beat_span`, made by the record's worker)."""
+    spans = [r.own_span for r in records]
+    assert all(s is not None for s in spans)  # process_record makes them for every record
+    starts = [r.kept_of(s[0]) for r, s in zip(records, spans) if s is not None]
+    ends = [r.kept_of(s[1]) for r, s in zip(records, spans) if s is not None]
+    empty = np.zeros(0, dtype=np.int64)
+    return (np.concatenate(starts) if starts else empty, np.concatenate(ends) if ends else empty)
+
+
 def _outliers(records: Sequence[RecordBeats], parts: Sequence[TorchTensor],
               error: NDArray[np.floating[Any]]) -> list[BatchOutlier]:
+    """The ten beats of highest outlier score (the one-recording job's: the own part's error
+    times the beat's prematurity, at least 1), with their error and score."""
+    early = [r.kept_of(r.prematurity) for r in records if r.prematurity is not None]
+    score = error * np.maximum(np.concatenate(early), 1.0) if early else error
     offsets = np.cumsum([0] + [int(p.shape[0]) for p in parts])
     found: list[BatchOutlier] = []
-    for row in np.argsort(error)[::-1][:10]:
+    for row in np.argsort(score)[::-1][:10]:
         k = int(np.searchsorted(offsets, row, side="right") - 1)
         r = records[k]
         at = int(row - offsets[k])
         kept = r.kept
         peak = int(r.beat_peaks[at if kept is None else kept[at]])
-        found.append({"record": r.name, "time": peak / r.rate, "error": float(error[row])})
+        found.append({"record": r.name, "time": peak / r.rate, "error": float(error[row]),
+                      "score": float(score[row])})
     return found
 
 
@@ -306,15 +322,16 @@ def _run(config: Config, torch: ModuleType, world: _World, paths: Sequence[Path]
 
         warmed()
         begun = time.perf_counter()
+        spans = _own_spans(records)
         trained = train(parts, epochs=config.epochs, batch_size=config.batch_size,
                         lr=config.lr, seed=config.seed, device=world.device, progress=config.progress,
                         threads=config.threads, cuda_graph=config.cuda_graph,
                         fuse=config.fuse, batch_per_rank=config.batch_per_rank,
-                        monitored=config.monitored, cpu_kernels=config.cpu_kernels)
+                        monitored=config.monitored, cpu_kernels=config.cpu_kernels,
+                        ends=spans[1])
         train_seconds = time.perf_counter() - begun
         mu, _, _, error = embed(trained["model"], parts, trained["scale"], world.device,
-                                reconstructions=False,
-                                center=trained["center"])
+                                reconstructions=False, center=trained["center"], spans=spans)
         mine: _Embedded = {"mu": {r.index: m.numpy() for r, m in
                                   zip(records, mu.split([int(p.shape[0]) for p in parts]))},
                            "outliers": _outliers(records, parts, error.numpy())}
@@ -325,7 +342,7 @@ def _run(config: Config, torch: ModuleType, world: _World, paths: Sequence[Path]
                            key=lambda h: [r.name for r in every].index(h["record"]))
         failures = sorted((f for s in shared for f in s["failures"]), key=lambda f: f.index)
         outliers = sorted((o for res in results for o in res["outliers"]),
-                          key=lambda o: -o["error"])[:10]
+                          key=lambda o: -o["score"])[:10]
         mus = {k: v for res in results for k, v in res["mu"].items()}
         mu_all = np.concatenate([mus[r.index] for r in every])
         offsets = np.cumsum([0] + [r.trained_rows for r in every])

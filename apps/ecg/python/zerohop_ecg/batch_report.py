@@ -66,6 +66,8 @@ class BatchOutlier(TypedDict):
     record: str
     time: float
     error: float
+    #: What the beats are ranked by: the error times the beat's prematurity (at least 1).
+    score: float
 
 
 def _percent(x: float) -> str:
@@ -139,11 +141,13 @@ def write_batch_report(path: Path, *, backend: str, records: Sequence[RecordBeat
         lines += ["", "## Failed records", "", "| record | error |", "|---|---|"]
         lines += [f"| {f.name} | {f.error.replace('|', '/')} |" for f in failures]
     lines += ["", "## Most unusual beats", "",
-              "Largest reconstruction errors (mean squared error of the normalised beat, in "
-              "units of the beats' variance):", "",
-              "| record | time from the start (h:mm:ss) | error |", "|---|---:|---:|"]
-    lines += [f"| {o['record']} | {clock(o['time'], 2)} | {o['error']:.4f} |"
-              for o in outliers]
+              "Ranked as in the one-recording job (docs/ecg.md, \"The report\"): the "
+              "reconstruction error (mean squared error of the normalised beat, in units of the "
+              "beats' variance) over the beat's own part of its window, times its prematurity "
+              "(at least 1):", "",
+              "| record | time from the start (h:mm:ss) | error | score |", "|---|---:|---:|---:|"]
+    lines += [f"| {o['record']} | {clock(o['time'], 2)} | {o['error']:.4f} | "
+              f"{o['score']:.4f} |" for o in outliers]
     lines += ["", "## Training", "", "Per epoch, over every rank's beats: the losses, the "
               "seconds since training began, and this epoch's seconds in the training steps "
               "and in measuring the held-out loss.", "",

@@ -15,7 +15,7 @@ import socket
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -25,6 +25,7 @@ from .config import EDF_SUFFIXES
 from .config import RecordOptions as RecordOptions  # re-exported: bench/ecg_records.py
 from .detection import accuracy, check_detection
 from .errors import EcgInputError
+from .outliers import own_beat_span, prematurity
 from .quality import assess as judge_quality
 from .report import Accuracy
 
@@ -75,11 +76,20 @@ class RecordBeats:
     reliable: NDArray[np.bool_] | None = None
     #: The share of the recording's time in reliable windows.
     reliable_fraction: float = 1.0
+    #: Per row, the columns of its own part of the window (`outliers.own_beat_span`), and how
+    #: early its beat came (`outliers.prematurity`): what the job's outlier score needs.
+    own_span: tuple[NDArray[np.int64], NDArray[np.int64]] | None = None
+    prematurity: NDArray[np.float64] | None = None
 
     @property
     def kept(self) -> NDArray[np.int64] | None:
         """The rows trained on and ranked (those in reliable signal); None: every row."""
         return None if self.reliable is None else np.flatnonzero(self.reliable)
+
+    def kept_of(self, values: NDArray[Any]) -> NDArray[Any]:
+        """`values` (one per row) for the rows trained on."""
+        kept = self.kept
+        return values if kept is None else values[kept]
 
     @property
     def trained_rows(self) -> int:
@@ -176,6 +186,8 @@ def process_record(index: int, path: str | os.PathLike[str],
               if data.truth is not None else None)
     beat_peaks = np.array(np.from_dlpack(seg["beat_peaks"]), dtype=np.int64)
     reliable = judged.reliable(beat_peaks)
+    width = int(seg["beats"].shape[1])
+    own_span = own_beat_span(beat_peaks, r_peaks, data.rate, seg["params"]["before"], width)
     return RecordBeats(
         index=index, name=name, description=data.description, rate=data.rate,
         samples=data.samples, beats=seg["beats"], rows=int(seg["beats"].shape[0]),
@@ -183,7 +195,8 @@ def process_record(index: int, path: str | os.PathLike[str],
         detected=len(r_peaks), bpm=bpm, accuracy=scored,
         seconds=time.perf_counter() - begun, worker=f"pid {os.getpid()} on {socket.gethostname()}",
         reliable=None if reliable.all() else reliable,
-        reliable_fraction=judged.reliable_fraction())
+        reliable_fraction=judged.reliable_fraction(), own_span=own_span,
+        prematurity=prematurity(beat_peaks, r_peaks))
 
 
 def where_it_lives(address: int) -> str:

@@ -4,8 +4,11 @@ noise) written with a time column in seconds and the lead in mV, then
 `python -m zerohop_ecg --csv FILE` run in a fresh process per run (interpreter start and
 `import torch` included, plots included), timed from outside, with its peak memory.
 
-    python bench/ecg_holter.py [--device cpu] [--device cuda] [--runs 2] [--hours 24]
+    python bench/ecg_holter.py [--device cpu] [--device cuda] [--runs 2] [--hours 24] [--edf]
                                [--compare PYTHONPATH] [--out bench/results/ecg_holter.md]
+
+`--edf` writes the same day as an EDF+C file with a beat annotation per R peak (as a Holter
+recorder exports it) and runs `--edf FILE` instead.
 
 `--compare PATH` runs each job a second time with PYTHONPATH=PATH (another build of zerohop),
 the two alternating run by run, this build first, so a change is measured against the
@@ -24,6 +27,7 @@ import sys
 import tempfile
 import time
 from datetime import date
+from pathlib import Path
 
 from benchlib import emit
 
@@ -60,8 +64,34 @@ def write_record(path, hours, seed=7):
     return len(mv), len(np.from_dlpack(peaks))
 
 
-def run_job(csv, device, out, show=False, pythonpath=None):
-    cmd = [sys.executable, "-m", "zerohop_ecg", "--csv", csv, "--device", device, "--out", out]
+def write_edf_record(path, hours, seed=7):
+    """The same synthetic day as an EDF+C file, as a Holter recorder exports it: MLII in mV at
+    360 Hz in 1-s data records, with one beat annotation (N or V) per R peak."""
+    import numpy as np
+
+    import zerohop_ecg as ecg
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "apps" / "ecg" / "tests"))
+    from edf_files import tal, write_edf
+
+    signal, peaks, ectopic = ecg.synthesize(hours * 3600.0, rate=RATE, heart_rate=70.0,
+                                            seed=seed, day_swing=0.3, ectopic=0.05)
+    mv = np.from_dlpack(signal).astype(np.float64)
+    peaks = np.from_dlpack(peaks)
+    seconds = int(len(mv) // RATE)
+    tals = [b""] * seconds
+    for p, v in zip(peaks, ectopic):
+        second = int(p // RATE)
+        if second < seconds:
+            tals[second] += tal(p / RATE, "V" if v else "N")
+    write_edf(Path(path), [("ECG MLII", mv[:seconds * int(RATE)], int(RATE), (-8.0, 8.0))],
+              seconds=1, plus="C", tals=tals)
+    return seconds * int(RATE), len(peaks)
+
+
+def run_job(record, device, out, show=False, pythonpath=None, kind="csv"):
+    cmd = [sys.executable, "-m", "zerohop_ecg", f"--{kind}", record, "--device", device,
+           "--out", out]
     env = None if pythonpath is None else {**os.environ, "PYTHONPATH": pythonpath}
     done = subprocess.run([sys.executable, "-c", WRAPPER, *cmd], capture_output=True, text=True,
                           env=env)
@@ -75,7 +105,8 @@ def run_job(csv, device, out, show=False, pythonpath=None):
               for m in re.finditer(r"^(\S.*?)\s{2,}([\d.]+)\s+\d+$", text, re.M)}
     find = lambda prefix: next((v for k, v in stages.items() if k.startswith(prefix)), 0.0)
     return {"wall": float(tail.group(2)), "peak": int(tail.group(3)) * 1024,
-            "read": find("parse CSV"), "train": find("train"), "plots": find("plots")}
+            "read": find("parse CSV") or find("read EDF"), "train": find("train"),
+            "plots": find("plots")}
 
 
 def main():
@@ -84,6 +115,8 @@ def main():
     parser.add_argument("--runs", type=int, default=2)
     parser.add_argument("--hours", type=float, default=24.0)
     parser.add_argument("--out")
+    parser.add_argument("--edf", action="store_true",
+                        help="the day as an EDF+C file with beat annotations instead of a CSV")
     parser.add_argument("--show-output", action="store_true", help="print each job's output")
     parser.add_argument("--compare", metavar="PYTHONPATH",
                         help="also run each job with this PYTHONPATH (another build), alternating")
@@ -92,23 +125,26 @@ def main():
     devices = args.device or ["cpu"]
     cores = os.cpu_count()
     with tempfile.TemporaryDirectory() as scratch:
-        csv = os.path.join(scratch, "holter.csv")
+        kind = "edf" if args.edf else "csv"
+        csv = os.path.join(scratch, f"holter.{kind}")
         begun = time.perf_counter()
-        samples, beats = write_record(csv, args.hours)
+        samples, beats = (write_edf_record if args.edf else write_record)(csv, args.hours)
         os.sync()  # the file's dirty pages go to disk now, not during the first timed run
         written = time.perf_counter() - begun
         size = os.path.getsize(csv)
+        what = ("EDF+C file (MLII in mV, 1-s records, a beat annotation per R peak"
+                if args.edf else "CSV (time in s, MLII in mV")
         lines = [
-            f"# The ECG job on a {args.hours:g}-hour record from a CSV file ({date.today()}, "
-            f"{platform.machine()}, {cores} cores)",
+            f"# The ECG job on a {args.hours:g}-hour record from a{'n EDF' if args.edf else ' CSV'}"
+            f" file ({date.today()}, {platform.machine()}, {cores} cores)",
             "",
             f"{samples:,} samples at {RATE:g} Hz ({beats:,} beats), a {size / 2**20:.0f} MiB "
-            f"CSV (time in s, MLII in mV; written in {written:.1f} s, not timed below). "
-            "`python -m zerohop_ecg --csv FILE --device D`, a fresh process per run, plots "
+            f"{what}; written in {written:.1f} s, not timed below). "
+            f"`python -m zerohop_ecg --{kind} FILE --device D`, a fresh process per run, plots "
             "included; wall time from outside the process.",
             "",
-            "| device | build | run | wall (s) | read CSV (s) | training (s) | plots (s) | "
-            "peak RSS (GiB) |",
+            f"| device | build | run | wall (s) | read {kind.upper()} (s) | training (s) | "
+            "plots (s) | peak RSS (GiB) |",
             "|---|---|---:|---:|---:|---:|---:|---:|",
         ]
         verdicts = []
@@ -117,7 +153,7 @@ def main():
             for k in range(1, args.runs + 1):
                 for n, (build, path) in enumerate(builds):
                     r = run_job(csv, device, os.path.join(scratch, f"out-{device}-{k}-{n}"),
-                                args.show_output, path)
+                                args.show_output, path, kind)
                     if path is None:
                         runs.append(r)
                     lines.append(f"| {device} | {build} | {k} | {r['wall']:.2f} | {r['read']:.2f} | "

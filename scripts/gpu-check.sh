@@ -50,6 +50,8 @@ if [ "${ONLY:-}" = ecg ]; then
     | tee "$OUT/edf_read.log" || status=1
   $PY bench/ecg_holter.py --device cuda --device cpu --runs 2 --out "$OUT/ecg_holter.md" 2>&1 \
     | tail -8 | tee "$OUT/holter.log" || status=1
+  $PY bench/ecg_holter.py --edf --device cuda --device cpu --runs 2 \
+    --out "$OUT/ecg_holter_edf.md" 2>&1 | tail -8 | tee -a "$OUT/holter.log" || status=1
   exit $status
 fi
 # Two GPUs are lent only at times: their bench runs first (ONLY=ddp: nothing else).

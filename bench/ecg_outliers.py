@@ -102,7 +102,7 @@ def main():
               "own beat": own,
               "own beat × prematurity": own * early,
               "own beat × max(prematurity, 1) (the job's score now)":
-                  outlier_score(own, beat_peaks, r_peaks),
+                  outlier_score(own, early),
               "own beat × off-rhythm, max(p, 1/p)": own * np.maximum(early, 1.0 / early)}
     lines = [f"# Outlier scores on a {args.hours:g}-hour synthetic Holter record",
              "",

@@ -161,16 +161,23 @@ def test_numpy_hook_can_be_restored_by_hand_and_reports_its_name():
     assert names == ["zerohop", "default_allocator"]
 
 
-def test_c_allocator_symbols_serve_the_current_host_resource():
-    top = zm.Stats(zm.Pool(zm.System()))
-    zm.set_current(top)
+def c_symbols(malloc_symbol=zm.C_MALLOC_SYMBOL):
+    """The extension's C allocator as ctypes functions: (malloc, free), with the signatures
+    torch's pluggable allocator loads."""
     lib = ctypes.CDLL(zm.library_path())
-    malloc = getattr(lib, zm.C_MALLOC_SYMBOL)
+    malloc = getattr(lib, malloc_symbol)
     malloc.restype = ctypes.c_void_p
     malloc.argtypes = [ctypes.c_ssize_t, ctypes.c_int, ctypes.c_void_p]
     free = getattr(lib, zm.C_FREE_SYMBOL)
     free.restype = None
     free.argtypes = [ctypes.c_void_p, ctypes.c_ssize_t, ctypes.c_int, ctypes.c_void_p]
+    return malloc, free
+
+
+def test_c_allocator_symbols_serve_the_current_host_resource():
+    top = zm.Stats(zm.Pool(zm.System()))
+    zm.set_current(top)
+    malloc, free = c_symbols()
     p = malloc(1 << 16, -1, None)
     assert p and p % 256 == 0
     ctypes.memset(p, 7, 1 << 16)
@@ -194,12 +201,7 @@ def test_a_framework_resource_takes_the_c_symbols_until_it_is_ended():
     # ended installation's share), and a block still goes back to the resource that made it.
     current, framework = zm.Stats(zm.System()), zm.Stats(zm.System())
     zm.set_current(current)
-    lib = ctypes.CDLL(zm.library_path())
-    malloc = getattr(lib, zm.C_MALLOC_SYMBOL)
-    malloc.restype = ctypes.c_void_p
-    malloc.argtypes = [ctypes.c_ssize_t, ctypes.c_int, ctypes.c_void_p]
-    free = getattr(lib, zm.C_FREE_SYMBOL)
-    free.argtypes = [ctypes.c_void_p, ctypes.c_ssize_t, ctypes.c_int, ctypes.c_void_p]
+    malloc, free = c_symbols()
     try:
         zm.set_framework_resource(framework)
         early = malloc(4096, -1, None)
@@ -222,9 +224,7 @@ def test_a_refusal_through_the_c_symbols_is_also_raised_in_python():
     # torch's pluggable allocator ignores NULL; the refusal must surface in Python anyway.
     zm.set_current(zm.Limit(zm.System(), 1 << 20))
     try:
-        malloc = getattr(ctypes.CDLL(zm.library_path()), zm.C_MALLOC_SYMBOL)
-        malloc.restype = ctypes.c_void_p
-        malloc.argtypes = [ctypes.c_ssize_t, ctypes.c_int, ctypes.c_void_p]
+        malloc, _ = c_symbols()
         with pytest.raises(SystemError) as caught:
             malloc(2 << 20, -1, None)
         assert isinstance(caught.value.__cause__, zm.OutOfMemoryError)
@@ -238,12 +238,7 @@ def test_the_quiet_c_symbol_returns_null_and_keeps_the_reason_for_this_thread():
     # raises its own error: nothing may be left raised behind it, and the reason waits.
     zm.set_current(zm.Limit(zm.System(), 1 << 20))
     try:
-        lib = ctypes.CDLL(zm.library_path())
-        malloc = getattr(lib, zm.C_QUIET_MALLOC_SYMBOL)
-        malloc.restype = ctypes.c_void_p
-        malloc.argtypes = [ctypes.c_ssize_t, ctypes.c_int, ctypes.c_void_p]
-        free = getattr(lib, zm.C_FREE_SYMBOL)
-        free.argtypes = [ctypes.c_void_p, ctypes.c_ssize_t, ctypes.c_int, ctypes.c_void_p]
+        malloc, free = c_symbols(zm.C_QUIET_MALLOC_SYMBOL)
         assert malloc(2 << 20, -1, None) is None
         seen = []
         other = threading.Thread(target=lambda: seen.append(zm.take_refusal()))

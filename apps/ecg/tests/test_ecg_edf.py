@@ -51,6 +51,8 @@ def test_values_match_edfio_and_pyedflib_on_an_edf_plus_file_they_wrote(tmp_path
                        annotations=[(1.0, "Lights off")])
     table, info = ecg.read_edf(path, leads=["ECG II"])
     ours = np.from_dlpack(table["ECG II"])
+    # The column is the reader's own memory, handed on without a copy.
+    assert ours.__array_interface__["data"][0] == table["ECG II"].data_ptr
     theirs = edfio.read_edf(path).get_signal("ECG II").data
     with pyedflib.EdfReader(str(path)) as f:
         flib = f.readSignal(0)

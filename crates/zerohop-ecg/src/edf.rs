@@ -80,30 +80,51 @@ impl Recording {
 
 /// Reads the header of an EDF/BDF file: what to show before choosing a lead.
 pub fn read_header(path: &Path) -> Result<Header> {
-    let name = path.display().to_string();
-    let head = crate::file::read_prefix(path, "EDF file", header::FIXED_BYTES as u64)?;
-    // The fixed part says how long the whole header is; read that much (bounded by the
-    // format's own maximum of 9999 signals).
+    Ok(open_edf(path)?.header)
+}
+
+/// An EDF/BDF file opened once: its descriptor and length, and its header read from it.
+pub(crate) struct OpenEdf {
+    pub(crate) file: File,
+    pub(crate) len: u64,
+    pub(crate) header: Header,
+}
+
+/// Opens `path` as a regular file and reads its header: the fixed part says how long the
+/// whole header is (bounded by the format's own maximum of 9999 signals), so at most two
+/// reads of the file's start.
+pub(crate) fn open_edf(path: &Path) -> Result<OpenEdf> {
+    let (file, len) = crate::file::open_regular(path, "EDF file")?;
+    let source = Source::File { file: &file, path };
+    let start = |bytes: usize| -> Result<Vec<u8>> {
+        let mut out = vec![0u8; (bytes as u64).min(len) as usize];
+        source.read_at(0, &mut out)?;
+        Ok(out)
+    };
+    let head = start(header::FIXED_BYTES)?;
     let count = std::str::from_utf8(head.get(252..256).unwrap_or_default())
         .ok()
         .and_then(|s| s.trim().parse::<usize>().ok())
         .filter(|&n| n <= header::MAX_SIGNALS)
         .unwrap_or(0);
-    let bytes = crate::file::read_prefix(
-        path,
-        "EDF file",
-        (header::FIXED_BYTES + count * header::SIGNAL_BYTES) as u64,
-    )?;
-    parse_header(&bytes, &name)
+    let bytes = start(header::FIXED_BYTES + count * header::SIGNAL_BYTES)?;
+    let header = parse_header(&bytes, &path.display().to_string())?;
+    Ok(OpenEdf { file, len, header })
 }
 
 /// Reads the chosen signals of an EDF/BDF file (`leads`: labels or indices as decimal
 /// strings; empty: every signal that is not annotations, which must then share one rate).
 pub fn read_edf(path: &Path, leads: &[String]) -> Result<Recording> {
-    let header = read_header(path)?;
-    let (file, len) = crate::file::open_regular(path, "EDF file")?;
-    let source = Source::File { file: &file, path };
-    decode(header, leads, len, &source)
+    read_opened(open_edf(path)?, path, leads)
+}
+
+/// [`read_edf`] of a file [`open_edf`] opened.
+pub(crate) fn read_opened(opened: OpenEdf, path: &Path, leads: &[String]) -> Result<Recording> {
+    let source = Source::File {
+        file: &opened.file,
+        path,
+    };
+    decode(opened.header, leads, opened.len, &source)
 }
 
 /// [`read_edf`] over a file's bytes already in memory (tests, fuzzing).

@@ -20,6 +20,7 @@ from . import sources
 from .batch_report import write_batch_plots, write_batch_report
 from .config import Config, RecordOptions
 from .errors import EcgInputError
+from .outliers import outlier_score
 from .output import Staging
 from .plots import held_out_label
 from .records import RecordFailure, find_records, where_it_lives
@@ -211,11 +212,10 @@ def _hand_to_torch(torch: ModuleType, records: Sequence[RecordBeats], in_process
 def _own_spans(records: Sequence[RecordBeats]) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
     """The rows trained on, every record's in turn: where each one's own part of its window
     starts and ends (`outliers.own_beat_span`, made by the record's worker)."""
-    spans = [r.own_span for r in records]
-    assert all(s is not None for s in spans)  # process_record makes them for every record
-    starts = [r.kept_of(s[0]) for r, s in zip(records, spans) if s is not None]
-    ends = [r.kept_of(s[1]) for r, s in zip(records, spans) if s is not None]
+    spans = [r.own_span for r in records if r.own_span is not None]
+    assert len(spans) == len(records)  # process_record makes them for every record
     empty = np.zeros(0, dtype=np.int64)
+    starts, ends = ([r.kept_of(s[side]) for r, s in zip(records, spans)] for side in (0, 1))
     return (np.concatenate(starts) if starts else empty, np.concatenate(ends) if ends else empty)
 
 
@@ -224,7 +224,7 @@ def _outliers(records: Sequence[RecordBeats], parts: Sequence[TorchTensor],
     """The ten beats of highest outlier score (the one-recording job's: the own part's error
     times the beat's prematurity, at least 1), with their error and score."""
     early = [r.kept_of(r.prematurity) for r in records if r.prematurity is not None]
-    score = error * np.maximum(np.concatenate(early), 1.0) if early else error
+    score = outlier_score(error, np.concatenate(early)) if early else error
     offsets = np.cumsum([0] + [int(p.shape[0]) for p in parts])
     found: list[BatchOutlier] = []
     for row in np.argsort(score)[::-1][:10]:

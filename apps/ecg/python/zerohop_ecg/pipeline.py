@@ -22,7 +22,7 @@ from .config import ENERGY_SHOWN_S, TOLERANCE_S, Config
 from .detection import accuracy, check_detection, few_beats_warning
 from .errors import EcgInputError
 from .figure_workers import Drawing
-from .outliers import outlier_score, own_beat_span
+from .outliers import outlier_score, own_beat_span, prematurity
 from .output import Staging
 from .plots import beat_classes, held_out_label, input_figures, model_figures
 from .quality import Quality, QualitySummary, assess as judge_quality
@@ -419,7 +419,7 @@ def run(config: Config, say: Callable[[str], object] = print) -> Result:
         spans = own_beat_span(peaks_kept, r_peaks, data.rate, params["before"], width)
         trained = _train(config, x, background, ledger, spans[1])
         mu, err = _embed(config, trained, x, ledger, spans)
-        score = outlier_score(err, peaks_kept, r_peaks)
+        score = outlier_score(err, prematurity(peaks_kept, r_peaks))
         outliers = _outliers(err, score, peaks_kept, data.rate, r_peaks, classes, kept)
         excluded = int(beats.shape[0]) - len(peaks_kept)
         counts: Counts = {"samples": data.samples, "candidates": int(seg["gates"].shape[0]),

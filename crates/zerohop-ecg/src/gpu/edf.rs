@@ -16,7 +16,7 @@ use zerohop::{Buffer, Stream};
 
 use super::module::PerDevice;
 use super::{arg, device_resource, download, launch};
-use crate::edf::{read_edf, read_header, ChunkResult, Continuity, Plan, Recording};
+use crate::edf::{open_edf, read_opened, ChunkResult, Continuity, Plan, Recording};
 use crate::error::Result;
 
 const SOURCE: &str = include_str!("edf_kernels.cu");
@@ -90,10 +90,11 @@ pub fn read_edf_cuda(
         timings.push((name, (now - clock).as_secs_f64()));
         clock = now;
     };
-    let header = read_header(path)?;
+    let opened = open_edf(path)?;
     let resource = device_resource(device)?;
-    if header.continuity == Continuity::Discontinuous {
-        let mut recording = read_edf(path, leads)?;
+    if opened.header.continuity == Continuity::Discontinuous {
+        let variant = opened.header.variant();
+        let mut recording = read_opened(opened, path, leads)?;
         recording.table = recording.table.copy_to(resource, stream)?;
         synchronize(device, stream)?;
         lap("host read + copy to device");
@@ -101,14 +102,18 @@ pub fn read_edf_cuda(
             recording,
             bytes: 0,
             fallback: Some(format!(
-                "{}: its records are laid out around their gaps on the host",
-                header.variant()
+                "{variant}: its records are laid out around their gaps on the host"
             )),
             timings,
         });
     }
-    let (file, len) = crate::file::open_regular(path, "EDF file")?;
-    let plan = Plan::new(header, leads, len, &path.display().to_string())?;
+    let file = opened.file;
+    let plan = Plan::new(
+        opened.header,
+        leads,
+        opened.len,
+        &path.display().to_string(),
+    )?;
     let k = kernels(device)?;
     let record_bytes = plan.header.record_bytes();
     let bytes = plan.records as usize * record_bytes;

@@ -53,8 +53,9 @@
 //!
 //! Time is linear in the length, whatever the input: three passes over each window's samples
 //! (extremes, the count at them, block averages), a few over its band (a fraction of the
-//! samples), and two over the ±100 ms of each detected beat; windows in parallel. On 2 cores:
-//! 8 % of the detector's time on record 100, 4–6 % on 8 hours of ECG or of noise.
+//! samples), and two over the ±100 ms of each detected beat; windows in parallel. On 2 cores
+//! (`benches/quality.rs`, the best of many runs): 11–12 % of the detector's time on record
+//! 100, 4–7 % on 8 hours of ECG or of noise.
 
 use rayon::prelude::*;
 
@@ -316,6 +317,7 @@ pub fn assess(signal: &[f32], rate: f64, r_peaks: &[i64], window_s: f64) -> Resu
     };
     let judged: Option<Vec<(Quality, WindowStats)>> = (0..layout.windows())
         .into_par_iter()
+        .with_min_len(16)
         .map_init(Scratch::default, |scratch, k| {
             let (start, end) = layout.window_span(k);
             let first = r_peaks.partition_point(|&p| (p as usize) < start);
@@ -362,7 +364,8 @@ impl Scales {
             clip_run: ((CLIP_RUN_S * rate).round() as usize).max(3),
             block,
             half: ((BAND_S * band_rate).round() as usize).max(1),
-            reach: ((TEMPLATE_S * band_rate).round() as usize).max(1),
+            // Within a padded row whatever the rate (the band's rate is under 200 Hz).
+            reach: ((TEMPLATE_S * band_rate).round() as usize).clamp(1, (ROW - 1) / 2),
             band_rate,
         }
     }
@@ -376,7 +379,6 @@ struct Scratch {
     /// Moving sums of the averages, and the wavelet.
     sums: Vec<f32>,
     wavelet: Vec<f32>,
-    template: Vec<f32>,
     /// Each whole beat's centre (in band samples), mean and sum of squares about it.
     beats: Vec<(usize, f32, f32)>,
     correlations: Vec<f32>,
@@ -452,23 +454,40 @@ fn judge_window(
 }
 
 /// The minimum and maximum of a non-empty slice; None if it holds a NaN or an infinity. One
-/// pass of integer minima and maxima, which vectorise where float ones (bound to NaN's rules)
-/// barely do: a float's bits, the negative ones' magnitude bits flipped, order as integers
-/// the way the floats do, with NaN beyond the infinities.
+/// pass in [`WIDE`] lanes: `if v < low { v } else { low }` is one vector instruction where
+/// `f32::min` (bound to NaN's rules) is several, and a non-finite sample shows as a NaN in
+/// the sum of each sample times zero.
 #[inline(always)]
 fn extremes(x: &[f32]) -> Option<(f32, f32)> {
-    let key = |v: f32| {
-        let bits = v.to_bits() as i32;
-        bits ^ ((bits >> 31) & i32::MAX)
-    };
-    let float = |k: i32| f32::from_bits((k ^ ((k >> 31) & i32::MAX)) as u32);
-    let (low, high) = x.iter().fold((i32::MAX, i32::MIN), |(low, high), &v| {
-        let k = key(v);
-        (low.min(k), high.max(k))
-    });
-    let inside = key(f32::NEG_INFINITY) < low && high < key(f32::INFINITY);
-    inside.then(|| (float(low), float(high)))
+    let (whole, rest) = x.as_chunks::<WIDE>();
+    let (mut low, mut high) = ([f32::INFINITY; WIDE], [f32::NEG_INFINITY; WIDE]);
+    let mut finite = [0f32; WIDE];
+    for c in whole {
+        for t in 0..WIDE {
+            let v = c[t];
+            low[t] = if v < low[t] { v } else { low[t] };
+            high[t] = if v > high[t] { v } else { high[t] };
+            finite[t] += v * 0.0;
+        }
+    }
+    let mut low = low
+        .iter()
+        .fold(f32::INFINITY, |l, &v| if v < l { v } else { l });
+    let mut high = high
+        .iter()
+        .fold(f32::NEG_INFINITY, |h, &v| if v > h { v } else { h });
+    let mut finite = finite.iter().sum::<f32>();
+    for &v in rest {
+        low = if v < low { v } else { low };
+        high = if v > high { v } else { high };
+        finite += v * 0.0;
+    }
+    (finite == 0.0).then_some((low, high))
 }
+
+/// f32 lanes of a full-rate pass: four AVX2 registers, enough to keep a minimum's latency
+/// out of the way.
+const WIDE: usize = 32;
 
 /// The share of `x` on runs of at least `run` equal samples at `low` or `high`. Counting
 /// first (a vector pass) spares the run-length walk for the windows that cannot reach
@@ -563,8 +582,8 @@ fn average_around(
 /// of its steps against its own: a wave of frequency f steps by 2π·f of its amplitude).
 ///
 /// The wavelet at band sample i is m(i) − m(i − half), m the moving sum of `half` averages:
-/// a vector pass per lag for the moving sums, one for the wavelet, and one for each sum over
-/// it (one loop keeping three sums is one the compiler vectorises badly).
+/// a vector pass per lag for the moving sums, one for the wavelet, one for the three sums
+/// over it.
 #[inline(always)]
 fn band_shape(
     from: usize,
@@ -587,9 +606,19 @@ fn band_shape(
         return (f64::NAN, f64::NAN);
     }
     // sums[k] = Σ a[k ..= k + half − 1]: the moving sum ending at band sample k + half − 1.
+    // The first lag is added as the sums are made, sparing a copy.
     sums.clear();
-    sums.extend_from_slice(&a[half - 1..]);
-    for lag in 1..half {
+    if half == 1 {
+        sums.extend_from_slice(a);
+    } else {
+        sums.extend(
+            a[half - 1..]
+                .iter()
+                .zip(&a[half - 2..])
+                .map(|(&x, &y)| x + y),
+        );
+    }
+    for lag in 2..half {
         for (o, &v) in sums.iter_mut().zip(&a[half - 1 - lag..]) {
             *o += v;
         }
@@ -600,9 +629,7 @@ fn band_shape(
     let earlier = &sums[first - 2 * half..][..n];
     w.clear();
     w.extend(recent.iter().zip(earlier).map(|(&r, &e)| r - e));
-    let second = lane_sum(&w[1..], &w[1..], |v, _| v * v);
-    let fourth = lane_sum(&w[1..], &w[1..], |v, _| (v * v) * (v * v));
-    let steps = lane_sum(&w[1..], w, |v, before| (v - before) * (v - before));
+    let [second, fourth, steps] = band_sums(w);
     let count = (n - 1) as f64;
     let (second, fourth, steps) = (second / count, fourth / count, steps / count);
     // No variance, or a NaN sample: no kurtosis.
@@ -620,51 +647,58 @@ fn band_shape(
 /// (starting at sample `from`), of each beat's correlation with the sum of the others (the
 /// mean-removed stretches around their R peaks); NaN with fewer than two such beats.
 ///
-/// Two passes a beat, none copying it: its sum and sum of squares with the template's sum,
-/// then its product with the template. Each row's mean is taken out of the template once
-/// (the template is the sum of the raw rows less the sum of their means), and out of each
-/// product by the template's own sum, which is zero but for rounding.
+/// Two passes a beat: its sum and sum of squares, added into the template; then its product
+/// with the template. Each row's mean is taken out of the template once (the template is the
+/// sum of the raw rows less the sum of their means), and out of each product by the
+/// template's own sum, which is zero but for rounding. Each row is copied into a
+/// zero-padded [`ROW`] first: a few dozen values make passes too short for a loop's
+/// remainder, while a fixed length makes each a handful of whole vector steps.
 #[inline(always)]
 fn beat_agreement(from: usize, peaks: &[i64], scales: &Scales, scratch: &mut Scratch) -> f64 {
     let Scratch {
         averaged,
-        template,
         beats,
         correlations,
         ..
     } = scratch;
     let (block, reach) = (scales.block, scales.reach);
     let width = 2 * reach + 1;
+    let row_at = |centre: usize| {
+        let mut row = [0f32; ROW];
+        row[..width].copy_from_slice(&averaged[centre - reach..=centre + reach]);
+        row
+    };
     beats.clear();
-    template.clear();
-    template.resize(width, 0.0);
+    let mut template = [0f32; ROW];
     let mut means = 0f32;
     for &p in peaks {
-        let centre = (p as usize - from) / block;
+        // The block is a power of two: a shift, where a division would cost more than the
+        // rest of the beat's first pass.
+        let centre = (p as usize - from) >> block.trailing_zeros();
         if centre < reach || centre + reach >= averaged.len() {
             continue;
         }
-        let row = &averaged[centre - reach..=centre + reach];
-        let mean = short_sum(row, row, |x, _| x) / width as f32;
-        let square = short_sum(row, row, |x, _| (x - mean) * (x - mean));
-        for (t, &v) in template.iter_mut().zip(row) {
-            *t += v;
-        }
+        let row = row_at(centre);
+        let (sum, squares) = sum_squares_into(&row, &mut template);
+        let mean = sum / width as f32;
+        // Σ (x − mean)² = Σ x² − mean·Σ x: the samples lie in 0..1 and a row's spread is
+        // a good part of that, so nothing cancels that matters to a correlation.
+        let square = (squares - mean * sum).max(0.0);
         means += mean;
         beats.push((centre, mean, square));
     }
     if beats.len() < 2 {
         return f64::NAN;
     }
-    for t in template.iter_mut() {
+    // The padding stays zero, so the sums over whole rows below are sums over the beats.
+    for t in &mut template[..width] {
         *t -= means;
     }
-    let total = f64::from(short_sum(template, template, |x, y| x * y));
-    let drift = short_sum(template, template, |x, _| x);
+    let total = f64::from(dot(&template, &template));
+    let drift: f32 = template.iter().sum();
     correlations.clear();
     for &(centre, mean, square) in beats.iter() {
-        let row = &averaged[centre - reach..=centre + reach];
-        let with_all = short_sum(row, template, |x, y| x * y) - mean * drift;
+        let with_all = dot(&row_at(centre), &template) - mean * drift;
         let (with_all, square) = (f64::from(with_all), f64::from(square));
         // The others' sum is the template less this row.
         let with_others = with_all - square;
@@ -681,57 +715,77 @@ fn beat_agreement(from: usize, peaks: &[i64], scales: &Scales, scratch: &mut Scr
     f64::from(*median)
 }
 
-/// Σ term(a[i], b[i]) over the shorter of two short slices (a beat's few dozen samples), in
-/// 8 f32 lanes.
+/// f32 lanes of a beat's short sums.
+const SHORT: usize = 8;
+
+/// A beat's row, padded with zeros: a row reaches [`TEMPLATE_S`] either side of its R peak
+/// at the band's rate, under 200 Hz, so 41 values at most (`Scales::for_rate` holds it so).
+const ROW: usize = 48;
+
+/// Σ x and Σ x² over a padded `row`, which is also added into `template`.
 #[inline(always)]
-fn short_sum(a: &[f32], b: &[f32], term: impl Fn(f32, f32) -> f32) -> f32 {
-    const SHORT: usize = 8;
-    let mut acc = [0f32; SHORT];
-    for (x, y) in a.chunks_exact(SHORT).zip(b.chunks_exact(SHORT)) {
-        let (x, y): (&[f32; SHORT], &[f32; SHORT]) = (
-            x.try_into().expect("a whole chunk"),
-            y.try_into().expect("a whole chunk"),
-        );
-        for t in 0..SHORT {
-            acc[t] += term(x[t], y[t]);
+fn sum_squares_into(row: &[f32; ROW], template: &mut [f32; ROW]) -> (f32, f32) {
+    let (mut sum, mut squares) = ([0f32; SHORT], [0f32; SHORT]);
+    for (x, t) in row
+        .as_chunks::<SHORT>()
+        .0
+        .iter()
+        .zip(template.as_chunks_mut::<SHORT>().0)
+    {
+        for k in 0..SHORT {
+            t[k] += x[k];
+            sum[k] += x[k];
+            squares[k] += x[k] * x[k];
         }
     }
-    let done = a.len().min(b.len()) / SHORT * SHORT;
-    let rest: f32 = a[done..]
-        .iter()
-        .zip(&b[done..])
-        .map(|(&x, &y)| term(x, y))
-        .sum();
-    acc.iter().sum::<f32>() + rest
+    (sum.iter().sum(), squares.iter().sum())
 }
 
-/// Σ term(a[i], b[i]) over the shorter of the two: [`LANES`] sums in f32, added up in f64
-/// every 1024 terms. One sum a loop: the compiler's vectoriser mixes up several.
+/// Σ a[i]·b[i] over two padded rows.
 #[inline(always)]
-fn lane_sum(a: &[f32], b: &[f32], term: impl Fn(f32, f32) -> f32) -> f64 {
-    let mut total = 0f64;
-    for (a, b) in a.chunks(1024).zip(b.chunks(1024)) {
-        let mut acc = [0f32; LANES];
-        for (x, y) in a.chunks_exact(LANES).zip(b.chunks_exact(LANES)) {
-            let (x, y) = (lanes(x), lanes(y));
+fn dot(a: &[f32; ROW], b: &[f32; ROW]) -> f32 {
+    let mut acc = [0f32; SHORT];
+    for (x, y) in a
+        .as_chunks::<SHORT>()
+        .0
+        .iter()
+        .zip(b.as_chunks::<SHORT>().0)
+    {
+        for k in 0..SHORT {
+            acc[k] += x[k] * y[k];
+        }
+    }
+    acc.iter().sum()
+}
+
+/// Over the wavelet's outputs but its first, Σ w², Σ w⁴ and Σ (w − the one before)²: in
+/// [`LANES`] f32 sums each, added up in f64 every 1024 terms, in one pass.
+#[inline(always)]
+fn band_sums(w: &[f32]) -> [f64; 3] {
+    let mut total = [0f64; 3];
+    let (now, before) = (&w[1..], &w[..w.len() - 1]);
+    for (now, before) in now.chunks(1024).zip(before.chunks(1024)) {
+        let (mut second, mut fourth, mut steps) = ([0f32; LANES], [0f32; LANES], [0f32; LANES]);
+        let (whole, rest) = now.as_chunks::<LANES>();
+        let (whole_before, rest_before) = before.as_chunks::<LANES>();
+        for (v, b) in whole.iter().zip(whole_before) {
             for t in 0..LANES {
-                acc[t] += term(x[t], y[t]);
+                let square = v[t] * v[t];
+                second[t] += square;
+                fourth[t] += square * square;
+                steps[t] += (v[t] - b[t]) * (v[t] - b[t]);
             }
         }
-        let done = a.len().min(b.len()) / LANES * LANES;
-        for (&x, &y) in a[done..].iter().zip(&b[done..]) {
-            acc[0] += term(x, y);
+        for (&v, &b) in rest.iter().zip(rest_before) {
+            second[0] += v * v;
+            fourth[0] += (v * v) * (v * v);
+            steps[0] += (v - b) * (v - b);
         }
-        total += acc.iter().map(|&x| f64::from(x)).sum::<f64>();
+        for (sum, lanes) in total.iter_mut().zip([second, fourth, steps]) {
+            *sum += lanes.iter().map(|&x| f64::from(x)).sum::<f64>();
+        }
     }
     total
-}
-
-/// A whole chunk of `chunks_exact(LANES)` as an array: indexing it needs no bounds check, so
-/// the loop over its lanes becomes vector instructions.
-#[inline(always)]
-fn lanes(x: &[f32]) -> &[f32; LANES] {
-    x.try_into().expect("chunks_exact gives whole chunks")
 }
 
 /// Marks flat the windows whose range is under [`FLAT_RELATIVE`] of the median range of the

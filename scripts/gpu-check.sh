@@ -44,7 +44,7 @@ cp -r --parents scripts/check-layers.py scripts/valgrind-verdict.py crates/zeroh
 T=/tmp/zerohop-run/tests
 status=0
 # ONLY=ecg: the flagship's benches alone (reading a day-long EDF beside edfio and pyedflib,
-# the day-long job on the GPU and on the host's cores).
+# the day-long job on the GPU and on the host's cores, signal quality's cost beside detection).
 if [ "${ONLY:-}" = ecg ]; then
   $PY bench/edf_read.py --hours 24 --repeat 5 --out "$OUT/edf_read.md" 2>&1 | tail -12 \
     | tee "$OUT/edf_read.log" || status=1
@@ -52,6 +52,8 @@ if [ "${ONLY:-}" = ecg ]; then
     | tail -8 | tee "$OUT/holter.log" || status=1
   $PY bench/ecg_holter.py --edf --device cuda --device cpu --runs 2 \
     --out "$OUT/ecg_holter_edf.md" 2>&1 | tail -8 | tee -a "$OUT/holter.log" || status=1
+  $PY bench/ecg_accuracy.py --quality-only --out "$OUT/ecg_quality.md" 2>&1 | tail -8 \
+    | tee "$OUT/quality.log" || status=1
   exit $status
 fi
 # Two GPUs are lent only at times: their bench runs first (ONLY=ddp: nothing else).

@@ -379,8 +379,10 @@ struct Scratch {
     /// Moving sums of the averages, and the wavelet.
     sums: Vec<f32>,
     wavelet: Vec<f32>,
-    /// Each whole beat's centre (in band samples), mean and sum of squares about it.
-    beats: Vec<(usize, f32, f32)>,
+    /// Each whole beat's stretch of averages, zero-padded, then its mean and sum of squares
+    /// about it, and its correlation with the others.
+    rows: Vec<[f32; ROW]>,
+    beats: Vec<(f32, f32)>,
     correlations: Vec<f32>,
 }
 
@@ -551,13 +553,11 @@ fn average_around(
     }
     // Pairs first, straight from the signal; then halved in place until `block` samples
     // make one (an odd one out, at the end, stands for its block alone).
-    out.resize(x.len().div_ceil(2), 0.0);
     let half_scale = 0.5 * scale;
-    for (o, p) in out.iter_mut().zip(x.chunks_exact(2)) {
-        *o = (p[0] + p[1]) * half_scale - offset;
-    }
-    if let [last] = x.chunks_exact(2).remainder() {
-        out[x.len() / 2] = last * scale - offset;
+    let (pairs, odd) = x.as_chunks::<2>();
+    out.extend(pairs.iter().map(|p| (p[0] + p[1]) * half_scale - offset));
+    if let [last] = odd {
+        out.push(last * scale - offset);
     }
     let mut len = out.len();
     let mut size = 2;
@@ -647,48 +647,52 @@ fn band_shape(
 /// (starting at sample `from`), of each beat's correlation with the sum of the others (the
 /// mean-removed stretches around their R peaks); NaN with fewer than two such beats.
 ///
-/// Two passes a beat: its sum and sum of squares, added into the template; then its product
-/// with the template. Each row's mean is taken out of the template once (the template is the
-/// sum of the raw rows less the sum of their means), and out of each product by the
-/// template's own sum, which is zero but for rounding. Each row is copied into a
-/// zero-padded [`ROW`] first: a few dozen values make passes too short for a loop's
-/// remainder, while a fixed length makes each a handful of whole vector steps.
+/// Each beat's stretch is copied once into a zero-padded [`ROW`]: a few dozen values make
+/// passes too short for a loop's remainder, while a fixed length makes each a handful of
+/// whole vector steps. Then two passes a beat: its sum and sum of squares, added into the
+/// template; then its product with the template. Each row's mean is taken out of the
+/// template once (the template is the sum of the raw rows less the sum of their means), and
+/// out of each product by the template's own sum, which is zero but for rounding.
 #[inline(always)]
 fn beat_agreement(from: usize, peaks: &[i64], scales: &Scales, scratch: &mut Scratch) -> f64 {
     let Scratch {
         averaged,
+        rows,
         beats,
         correlations,
         ..
     } = scratch;
-    let (block, reach) = (scales.block, scales.reach);
+    let reach = scales.reach;
     let width = 2 * reach + 1;
-    let row_at = |centre: usize| {
-        let mut row = [0f32; ROW];
-        row[..width].copy_from_slice(&averaged[centre - reach..=centre + reach]);
-        row
-    };
-    beats.clear();
-    let mut template = [0f32; ROW];
-    let mut means = 0f32;
+    // The block is a power of two: a shift, where a division would cost more than the rest
+    // of a beat's first pass.
+    let shift = scales.block.trailing_zeros();
+    // Zeroed in place, then filled: a row built on the stack and pushed is copied twice.
+    rows.clear();
+    rows.resize(peaks.len(), [0f32; ROW]);
+    let mut whole = 0;
     for &p in peaks {
-        // The block is a power of two: a shift, where a division would cost more than the
-        // rest of the beat's first pass.
-        let centre = (p as usize - from) >> block.trailing_zeros();
+        let centre = (p as usize - from) >> shift;
         if centre < reach || centre + reach >= averaged.len() {
             continue;
         }
-        let row = row_at(centre);
-        let (sum, squares) = sum_squares_into(&row, &mut template);
+        rows[whole][..width].copy_from_slice(&averaged[centre - reach..=centre + reach]);
+        whole += 1;
+    }
+    rows.truncate(whole);
+    if rows.len() < 2 {
+        return f64::NAN;
+    }
+    let mut template = [0f32; ROW];
+    let mut means = 0f32;
+    beats.clear();
+    for row in rows.iter() {
+        let (sum, squares) = sum_squares_into(row, &mut template);
         let mean = sum / width as f32;
         // Σ (x − mean)² = Σ x² − mean·Σ x: the samples lie in 0..1 and a row's spread is
         // a good part of that, so nothing cancels that matters to a correlation.
-        let square = (squares - mean * sum).max(0.0);
+        beats.push((mean, (squares - mean * sum).max(0.0)));
         means += mean;
-        beats.push((centre, mean, square));
-    }
-    if beats.len() < 2 {
-        return f64::NAN;
     }
     // The padding stays zero, so the sums over whole rows below are sums over the beats.
     for t in &mut template[..width] {
@@ -697,19 +701,19 @@ fn beat_agreement(from: usize, peaks: &[i64], scales: &Scales, scratch: &mut Scr
     let total = f64::from(dot(&template, &template));
     let drift: f32 = template.iter().sum();
     correlations.clear();
-    for &(centre, mean, square) in beats.iter() {
-        let with_all = dot(&row_at(centre), &template) - mean * drift;
-        let (with_all, square) = (f64::from(with_all), f64::from(square));
+    correlations.extend(rows.iter().zip(beats.iter()).map(|(row, &(mean, square))| {
+        let with_all = f64::from(dot(row, &template) - mean * drift);
+        let square = f64::from(square);
         // The others' sum is the template less this row.
         let with_others = with_all - square;
         let others_square = total - 2.0 * with_all + square;
         let denominator = (square * others_square).sqrt();
-        correlations.push(if denominator > 0.0 {
+        if denominator > 0.0 {
             (with_others / denominator) as f32
         } else {
             0.0
-        });
-    }
+        }
+    }));
     let middle = correlations.len() / 2;
     let (_, median, _) = correlations.select_nth_unstable_by(middle, f32::total_cmp);
     f64::from(*median)

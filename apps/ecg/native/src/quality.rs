@@ -5,7 +5,7 @@ use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use zerohop::{DType, DeviceKind, TensorView};
-use zerohop_ecg::quality::{assess, Quality, WINDOW_S};
+use zerohop_ecg::quality::{assess, Quality, WindowStats, WINDOW_S};
 
 use crate::handoff::{tensor_capsule, view_of};
 use crate::segment::signal_view;
@@ -33,11 +33,16 @@ fn peaks_view(py: Python<'_>, peaks: &Bound<'_, PyAny>) -> PyResult<TensorView> 
     Ok(view)
 }
 
+/// The rows of the "figures" array, in order.
+const FIGURES: [&str; 5] = ["range", "clipped", "kurtosis", "band", "correlation"];
+
 fn capsule_of<'py, T: zerohop::Element>(
     py: Python<'py>,
     values: &[T],
+    shape: &[usize],
 ) -> PyResult<Bound<'py, PyAny>> {
-    let view = TensorView::from_slice(values, &[values.len() as i64]).map_err(zerohop_error)?;
+    let shape: Vec<i64> = shape.iter().map(|&d| d as i64).collect();
+    let view = TensorView::from_slice(values, &shape).map_err(zerohop_error)?;
     Ok(tensor_capsule(py, &view)?.into_any())
 }
 
@@ -46,9 +51,9 @@ fn capsule_of<'py, T: zerohop::Element>(
 /// (sample indices): good, flat, clipped, no QRS-like energy or too noisy (the rules are
 /// `zerohop_ecg::quality`'s). Returns a dict: "window" (samples a window), "window_s",
 /// "codes" (uint8 per window: 0 good, 1 flat, 2 clipped, 3 no QRS-like energy, 4 too noisy),
-/// "starts" (int64, each window's first sample), "range", "clipped", "kurtosis",
-/// "correlation" (float32 per window: what the rules read), "beats" (int64 per window), as
-/// DLPack capsules; "reasons" (the name of each code), "spans" [(start, end, reason)]: the
+/// "figures" (float32, 5 × windows: the range, clipped share, kurtosis, band frequency and
+/// correlation each window's rules read), "counts" (int64, 2 × windows: each window's
+/// first sample, and its detected beats), as DLPack capsules; "figure_names"; "reasons" (the name of each code), "spans" [(start, end, reason)]: the
 /// runs of unreliable windows, each with its commonest reason; "seconds" it took. The GIL is
 /// released while it runs.
 #[pyfunction]
@@ -81,20 +86,28 @@ fn assess_quality<'py>(
     let out = PyDict::new(py);
     out.set_item("window", a.window)?;
     out.set_item("window_s", window)?;
-    out.set_item("codes", capsule_of(py, &codes)?)?;
-    out.set_item("starts", capsule_of(py, &starts)?)?;
-    let column = |f: fn(&zerohop_ecg::quality::WindowStats) -> f32| -> Vec<f32> {
-        a.stats.iter().map(f).collect()
-    };
-    out.set_item("range", capsule_of(py, &column(|s| s.range))?)?;
-    out.set_item("clipped", capsule_of(py, &column(|s| s.clipped))?)?;
-    out.set_item("kurtosis", capsule_of(py, &column(|s| s.kurtosis))?)?;
-    out.set_item("band", capsule_of(py, &column(|s| s.band))?)?;
-    out.set_item("correlation", capsule_of(py, &column(|s| s.correlation))?)?;
-    let beats: Vec<i64> = a.stats.iter().map(|s| i64::from(s.beats)).collect();
-    out.set_item("beats", capsule_of(py, &beats)?)?;
+    out.set_item("codes", capsule_of(py, &codes, &[codes.len()])?)?;
+    // One array per element type, a row per figure: three hand-offs where one a figure
+    // would be eight, a good part of a short record's whole assessment.
+    let n = a.stats.len();
+    let mut figures: Vec<f32> = Vec::with_capacity(FIGURES.len() * n);
+    let rows: [fn(&WindowStats) -> f32; FIGURES.len()] = [
+        |s| s.range,
+        |s| s.clipped,
+        |s| s.kurtosis,
+        |s| s.band,
+        |s| s.correlation,
+    ];
+    for figure in rows {
+        figures.extend(a.stats.iter().map(figure));
+    }
+    out.set_item("figures", capsule_of(py, &figures, &[FIGURES.len(), n])?)?;
+    let mut counts: Vec<i64> = starts;
+    counts.extend(a.stats.iter().map(|s| i64::from(s.beats)));
+    out.set_item("counts", capsule_of(py, &counts, &[2, n])?)?;
     let reasons: Vec<&str> = Quality::ALL.iter().map(|q| q.name()).collect();
     out.set_item("reasons", reasons)?;
+    out.set_item("figure_names", FIGURES.to_vec())?;
     let spans: Vec<(usize, usize, &str)> = a
         .unreliable_spans()
         .iter()

@@ -222,17 +222,16 @@ def segment(signal: object, rate: float, *, method: str = "adaptive", device: st
     return seg
 
 
-_QUALITY_ARRAYS = ("codes", "starts", "range", "clipped", "kurtosis", "band", "correlation",
-                   "beats")
-
-
 def assess_quality(signal: object, rate: float, r_peaks: object, *,
                    window: float = 10.0) -> QualityWindows:
     """Judges each `window`-second window of a host signal with its detected R peaks: good,
     flat, clipped, no QRS-like energy or too noisy (see ``_native.assess_quality``)."""
     out = _native.assess_quality(signal, rate, r_peaks, window=window)
-    for name in _QUALITY_ARRAYS:
-        out[name] = np.from_dlpack(_tensor(out[name]))
+    out["codes"] = np.from_dlpack(_tensor(out["codes"]))
+    # Rows of one array each: views, no copies.
+    for name, row in zip(out.pop("figure_names"), np.from_dlpack(_tensor(out.pop("figures")))):
+        out[name] = row
+    out["starts"], out["beats"] = np.from_dlpack(_tensor(out.pop("counts")))
     windows: QualityWindows = out  # type: ignore[assignment]  # converted above, name by name
     return windows
 

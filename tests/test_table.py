@@ -250,3 +250,34 @@ def test_torch_tensors_keep_the_table_alive():
     assert address(pos) == x_ptr
     assert pos[4].tolist() == [4.0, 1004.0, 2004.0]
     assert cov[5, 1, 2].item() == 5 * 6 + 5
+
+
+@requires_torch
+def test_evenly_spaced_columns_reach_torch_through_one_import_split_by_torch():
+    # 64 float32 columns, one pitch apart: one stacked import that torch's unbind splits.
+    t = zerohop.Table([(f"c{k}", "float32") for k in range(64)], 1000)
+    names = [f"c{k}" for k in range(64)]
+    for k, name in enumerate(names):
+        t[name].numpy()[:] = k
+    tensors = t.tensors(names, "torch")
+    bases = {id(x._base) for x in tensors}
+    assert len(bases) == 1 and tensors[0]._base is not None, "not one stacked import"
+    for k, (name, x) in enumerate(zip(names, tensors)):
+        column = t.tensors([name])[0]
+        assert address(x) == column.data_ptr, name
+        assert (tuple(x.shape), x.stride()) == (tuple(column.shape), tuple(column.strides))
+        assert x[0].item() == k and x[999].item() == k
+    # Columns out of order, of two dtypes or read-only break the run, with the same tensors.
+    mixed = zerohop.Table([("a", "float32"), ("b", "float64"), ("c", "float32"),
+                           ("d", "float32")], 10)
+    got = mixed.tensors(["d", "c", "a", "b"], "torch")
+    assert [address(x) for x in got] == [mixed[n].data_ptr for n in "dcab"]
+    assert [x.dtype for x in got] == [torch.float32, torch.float32, torch.float32, torch.float64]
+    frozen = zerohop.Table([(f"c{k}", "float32") for k in range(4)], 10, readonly=True)
+    with pytest.raises(BufferError, match="read-only"):
+        frozen.tensors(["c0", "c1"], "torch")
+    shared = frozen.tensors(["c0", "c1", "c2"], "torch", share_readonly=True)
+    assert [address(x) for x in shared] == [frozen[f"c{k}"].data_ptr for k in range(3)]
+    with pytest.warns(zerohop.CopyWarning):
+        copies = frozen.tensors(["c0", "c1"], "torch", copy=True)
+    assert address(copies[0]) != frozen["c0"].data_ptr

@@ -46,7 +46,7 @@ class _Statistics(TypedDict):
     total_count: int
     failed_count: int
     # (bucket: a power of two in bytes, allocations of up to that size), non-empty buckets.
-    histogram: list[tuple[int, int]]
+    histogram: tuple[tuple[int, int], ...]
 
 @type_check_only
 class _Leak(TypedDict):

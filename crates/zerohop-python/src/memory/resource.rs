@@ -12,12 +12,12 @@ use pyo3::types::{IntoPyDict, PyDict};
 use zerohop::memory::{
     checked_allocate, checked_deallocate, current_resource, make_current, ArenaResource,
     FailureCallbackResource, LimitResource, LogResource, MemoryResource, MonotonicResource,
-    PoolConfig, PoolResource, Statistics, StatsResource, SystemResource, TrackingResource,
-    POOL_ALIGNMENT,
+    PoolConfig, PoolResource, StatsResource, SystemResource, TrackingResource, POOL_ALIGNMENT,
 };
 use zerohop::{cuda as zc, Device, Stream};
 
 use crate::base::errors::IntoPyResult;
+use crate::base::value::object_of;
 
 /// What a `Resource` is, with the concrete handle its introspection methods need.
 #[derive(Clone)]
@@ -81,26 +81,6 @@ impl PyResource {
     }
 }
 
-fn statistics_dict<'py>(py: Python<'py>, s: &Statistics) -> PyResult<Bound<'py, PyDict>> {
-    let d = PyDict::new(py);
-    d.set_item("current_bytes", s.current_bytes)?;
-    d.set_item("peak_bytes", s.peak_bytes)?;
-    d.set_item("total_bytes", s.total_bytes)?;
-    d.set_item("current_count", s.current_count)?;
-    d.set_item("peak_count", s.peak_count)?;
-    d.set_item("total_count", s.total_count)?;
-    d.set_item("failed_count", s.failed_count)?;
-    let histogram: Vec<(u64, u64)> = s
-        .histogram
-        .iter()
-        .enumerate()
-        .filter(|(_, &n)| n > 0)
-        .map(|(bucket, &n)| (1u64 << bucket, n))
-        .collect();
-    d.set_item("histogram", histogram)?;
-    Ok(d)
-}
-
 #[pymethods]
 impl PyResource {
     /// The resource this one wraps, or None.
@@ -119,7 +99,7 @@ impl PyResource {
     /// Statistics of this resource (a `Stats` adaptor).
     fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         match &self.kind {
-            Kind::Stats(s) => statistics_dict(py, &s.statistics()),
+            Kind::Stats(s) => Ok(object_of(py, s.statistics().record())?.cast_into()?),
             _ => Err(PyTypeError::new_err(format!(
                 "{} keeps no statistics; wrap it in zerohop.memory.Stats(...)",
                 self.name()
@@ -128,39 +108,16 @@ impl PyResource {
     }
 
     /// Outstanding allocations of a `Tracking` adaptor, as dicts.
-    fn leaks<'py>(&self, py: Python<'py>) -> PyResult<Vec<Bound<'py, PyDict>>> {
-        let t = self.tracking()?;
-        t.outstanding()
-            .into_iter()
-            .map(|a| {
-                let d = PyDict::new(py);
-                d.set_item("address", a.address)?;
-                d.set_item("bytes", a.bytes)?;
-                d.set_item("align", a.align)?;
-                d.set_item("stream", a.stream.raw())?;
-                d.set_item("thread", a.thread)?;
-                d.set_item("backtrace", a.backtrace)?;
-                d.set_item("python_stack", a.context)?;
-                Ok(d)
-            })
-            .collect()
+    fn leaks<'py>(&self, py: Python<'py>) -> PyResult<Vec<Bound<'py, PyAny>>> {
+        let leaks = self.tracking()?.outstanding();
+        leaks.iter().map(|a| object_of(py, a.record())).collect()
     }
 
     /// Frees a `Tracking` adaptor refused (double frees, foreign pointers, wrong sizes), as
     /// dicts; `allocated_bytes` is None when the pointer was not a live allocation.
-    fn invalid_frees<'py>(&self, py: Python<'py>) -> PyResult<Vec<Bound<'py, PyDict>>> {
-        let t = self.tracking()?;
-        t.invalid_frees()
-            .into_iter()
-            .map(|f| {
-                let d = PyDict::new(py);
-                d.set_item("address", f.address)?;
-                d.set_item("bytes", f.bytes)?;
-                d.set_item("allocated_bytes", f.allocated_bytes)?;
-                d.set_item("thread", f.thread)?;
-                Ok(d)
-            })
-            .collect()
+    fn invalid_frees<'py>(&self, py: Python<'py>) -> PyResult<Vec<Bound<'py, PyAny>>> {
+        let refused = self.tracking()?.invalid_frees();
+        refused.iter().map(|f| object_of(py, f.record())).collect()
     }
 
     /// The report of a `Tracking` adaptor: refused frees, then leaks ("" when clean).

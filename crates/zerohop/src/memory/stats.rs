@@ -7,6 +7,7 @@ use std::sync::Arc;
 use super::{MemoryResource, Stream};
 use crate::device::Device;
 use crate::error::Result;
+use crate::value::Value;
 
 /// Histogram buckets: bucket `i` counts requests of `2^(i-1) < bytes <= 2^i` (bucket 0: ≤ 1 B).
 pub const HISTOGRAM_BUCKETS: usize = 48;
@@ -23,6 +24,30 @@ pub struct Statistics {
     pub failed_count: u64,
     /// Allocation requests per power-of-two size bucket (see [`HISTOGRAM_BUCKETS`]).
     pub histogram: Vec<u64>,
+}
+
+impl Statistics {
+    /// The figures by name, as every face reports them; the histogram as (bucket bytes,
+    /// requests) pairs for its non-empty buckets.
+    pub fn record(&self) -> Value {
+        let histogram = self
+            .histogram
+            .iter()
+            .enumerate()
+            .filter(|(_, &n)| n > 0)
+            .map(|(bucket, &n)| Value::List(vec![Value::int(1u64 << bucket), Value::int(n)]))
+            .collect();
+        Value::Dict(vec![
+            ("current_bytes".into(), Value::count(self.current_bytes)),
+            ("peak_bytes".into(), Value::count(self.peak_bytes)),
+            ("total_bytes".into(), Value::int(self.total_bytes)),
+            ("current_count".into(), Value::count(self.current_count)),
+            ("peak_count".into(), Value::count(self.peak_count)),
+            ("total_count".into(), Value::int(self.total_count)),
+            ("failed_count".into(), Value::int(self.failed_count)),
+            ("histogram".into(), Value::List(histogram)),
+        ])
+    }
 }
 
 #[derive(Debug)]

@@ -10,6 +10,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use super::{MemoryResource, Stream};
 use crate::device::Device;
 use crate::error::Result;
+use crate::value::Value;
 
 /// One allocation still outstanding.
 #[derive(Debug, Clone)]
@@ -57,6 +58,41 @@ pub struct InvalidFree {
     /// The size the allocation really had (None: not a live allocation).
     pub allocated_bytes: Option<usize>,
     pub thread: String,
+}
+
+/// Text or nothing, as a record holds it.
+fn text(s: &Option<String>) -> Value {
+    s.as_deref().map_or(Value::None, Value::str)
+}
+
+impl LiveAllocation {
+    /// Its fields by name, as every face reports a leak (`context` as "python_stack").
+    pub fn record(&self) -> Value {
+        Value::Dict(vec![
+            ("address".into(), Value::count(self.address)),
+            ("bytes".into(), Value::count(self.bytes)),
+            ("align".into(), Value::count(self.align)),
+            ("stream".into(), Value::count(self.stream.raw())),
+            ("thread".into(), Value::str(self.thread.as_str())),
+            ("backtrace".into(), text(&self.backtrace)),
+            ("python_stack".into(), text(&self.context)),
+        ])
+    }
+}
+
+impl InvalidFree {
+    /// Its fields by name, as every face reports a refused free.
+    pub fn record(&self) -> Value {
+        Value::Dict(vec![
+            ("address".into(), Value::count(self.address)),
+            ("bytes".into(), Value::count(self.bytes)),
+            (
+                "allocated_bytes".into(),
+                self.allocated_bytes.map_or(Value::None, Value::count),
+            ),
+            ("thread".into(), Value::str(self.thread.as_str())),
+        ])
+    }
 }
 
 #[derive(Debug)]

@@ -56,6 +56,16 @@ if [ "${ONLY:-}" = ecg ]; then
     | tee "$OUT/quality.log" || status=1
   exit $status
 fi
+# ONLY=handoff: the GPU suite, the hand-off and allocation bench, and signal quality's cost
+# (iterating on the hand-off without the long benches).
+if [ "${ONLY:-}" = handoff ]; then
+  $PY -m pytest -q -rs -p no:cacheprovider $T/gpu 2>&1 | tail -25 | tee "$OUT/pytest-gpu.log"
+  grep -qE "^(FAILED|ERROR)| failed" "$OUT/pytest-gpu.log" && status=1
+  $PY bench/gpu_dlpack.py --out "$OUT/gpu_dlpack.md" 2>&1 | tee "$OUT/bench.log" || status=1
+  $PY bench/ecg_accuracy.py --quality-only --out "$OUT/ecg_quality.md" 2>&1 | tail -8 \
+    | tee "$OUT/quality.log" || status=1
+  exit $status
+fi
 # Two GPUs are lent only at times: their bench runs first (ONLY=ddp: nothing else).
 gpus=$($PY -c 'import torch; print(torch.cuda.device_count())')
 if [ "$gpus" -ge 2 ] || [ "${ONLY:-}" = ddp ]; then

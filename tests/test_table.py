@@ -253,21 +253,19 @@ def test_torch_tensors_keep_the_table_alive():
 
 
 @requires_torch
-def test_evenly_spaced_columns_reach_torch_through_one_import_split_by_torch():
-    # 64 float32 columns, one pitch apart: one stacked import that torch's unbind splits.
+def test_every_column_of_a_wide_table_reaches_torch_at_its_own_address():
+    # 64 float32 columns, one pitch apart, as the table bench hands them over.
     t = zerohop.Table([(f"c{k}", "float32") for k in range(64)], 1000)
     names = [f"c{k}" for k in range(64)]
     for k, name in enumerate(names):
         t[name].numpy()[:] = k
     tensors = t.tensors(names, "torch")
-    bases = {id(x._base) for x in tensors}
-    assert len(bases) == 1 and tensors[0]._base is not None, "not one stacked import"
     for k, (name, x) in enumerate(zip(names, tensors)):
         column = t.tensors([name])[0]
         assert address(x) == column.data_ptr, name
         assert (tuple(x.shape), x.stride()) == (tuple(column.shape), tuple(column.strides))
         assert x[0].item() == k and x[999].item() == k
-    # Columns out of order, of two dtypes or read-only break the run, with the same tensors.
+    # Columns out of order, of two dtypes, read-only: each column still at its address.
     mixed = zerohop.Table([("a", "float32"), ("b", "float64"), ("c", "float32"),
                            ("d", "float32")], 10)
     got = mixed.tensors(["d", "c", "a", "b"], "torch")

@@ -167,8 +167,25 @@ impl PyTable {
             }
             _ => self.stream(),
         };
-        let options = (stream, copy, share_readonly);
-        crate::tables::table::hand_out(py, mapped, &out, framework, options)?;
+        for m in mapped {
+            if let Some(reason) = &m.copy {
+                let (name, columns) = (&m.name, &m.columns);
+                warn_copy(
+                    py,
+                    &format!("tensor {name:?} (columns {columns:?}) was copied: {reason}"),
+                )?;
+            }
+            out.append(to_framework(
+                py,
+                &m.name,
+                m.view,
+                m.copy.is_some(),
+                framework,
+                stream,
+                copy,
+                share_readonly,
+            )?)?;
+        }
         Ok(out)
     }
 

@@ -3,13 +3,11 @@
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::{PyList, PyString, PyType};
+use pyo3::types::{PyString, PyType};
 use zerohop::dlpack::{export_versioned, ExportOptions};
 use zerohop::handoff::{
-    check_shared, plan, ready_on, shared_runs, Allowance, Consumer, ConsumerStream, Plan, Run,
-    Stream,
+    check_shared, plan, ready_on, Allowance, Consumer, ConsumerStream, Plan, Stream,
 };
-use zerohop::soa::MappedTensor;
 use zerohop::soa::{Schema, SoaTable};
 use zerohop::value::Value;
 use zerohop::{Device, TensorView};
@@ -183,7 +181,22 @@ pub(crate) fn to_framework<'py>(
         Consumer::Honouring if framework == Some("numpy") => py
             .import(intern!(py, "numpy"))?
             .call_method1(dlpack, (tensor(view)?,)),
-        Consumer::Torch => torch_import(py, &shared, copied, stream),
+        Consumer::Torch => {
+            if device.kind == zerohop::DeviceKind::Cuda {
+                // torch, given a tensor through its C API, asks nothing: its current stream
+                // waits on ours first.
+                ready_for_torch(py, device, Some(view.owner()), stream)?;
+            }
+            let managed = export_versioned(&shared, ExportOptions { is_copied: copied }).py()?;
+            // C speed, no Python protocol calls ("no sync": ordered above).
+            if let Some(t) = crate::base::exchange::torch_tensor_from_managed(py, managed)? {
+                return Ok(t);
+            }
+            let torch = py.import(intern!(py, "torch"))?;
+            // torch takes a capsule directly, skipping two Python-level protocol calls.
+            let capsule = zerohop_pyo3::capsule::versioned_capsule(py, managed)?;
+            torch.call_method1(dlpack, (capsule,))
+        }
         Consumer::Jax { .. } => {
             let array = py
                 .import(intern!(py, "jax.numpy"))?
@@ -203,86 +216,6 @@ pub(crate) fn to_framework<'py>(
         }
         _ => Ok(tensor(view)?.into_any()),
     }
-}
-
-/// `view` as a torch tensor through torch's C exchange API (a capsule where torch lacks it):
-/// no Python protocol calls, and no sync, since torch, given a tensor through its C API,
-/// asks nothing: its current stream waits on `stream` first.
-fn torch_import<'py>(
-    py: Python<'py>,
-    view: &TensorView,
-    copied: bool,
-    stream: Stream,
-) -> PyResult<Bound<'py, PyAny>> {
-    if view.device().kind == zerohop::DeviceKind::Cuda {
-        ready_for_torch(py, view.device(), Some(view.owner()), stream)?;
-    }
-    let managed = export_versioned(view, ExportOptions { is_copied: copied }).py()?;
-    if let Some(t) = crate::base::exchange::torch_tensor_from_managed(py, managed)? {
-        return Ok(t);
-    }
-    let capsule = zerohop_pyo3::capsule::versioned_capsule(py, managed)?;
-    py.import(intern!(py, "torch"))?
-        .call_method1(intern!(py, "from_dlpack"), (capsule,))
-}
-
-/// Mapped tensors for `framework`, appended to `out`. For torch, each run of them one
-/// strided view stacks (a table's columns, shared alike) is imported once and split by
-/// torch's `unbind`, which makes a tensor for less than an import costs.
-pub(crate) fn hand_out(
-    py: Python<'_>,
-    mapped: Vec<MappedTensor>,
-    out: &Bound<'_, PyList>,
-    framework: Option<&str>,
-    (stream, allow_copy, share_readonly): (Stream, bool, bool),
-) -> PyResult<()> {
-    let named: Vec<(&str, &TensorView)> = mapped.iter().map(|m| (&*m.name, &m.view)).collect();
-    let allow = Allowance {
-        copy: allow_copy,
-        share_readonly,
-    };
-    let runs = match framework {
-        Some("torch") => shared_runs(&named, Consumer::Torch, allow),
-        _ => (0..mapped.len()).map(Run::alone).collect(),
-    };
-    for run in runs {
-        if let Some(stacked) = run.stacked {
-            // SAFETY: as in `to_framework`: the plan vouched, or the caller gave their word.
-            let shared = if run.vouched {
-                unsafe { stacked.assume_never_written() }
-            } else {
-                stacked
-            };
-            let whole = torch_import(py, &shared, false, stream)?;
-            for tensor in whole
-                .call_method1(intern!(py, "unbind"), (0,))?
-                .try_iter()?
-            {
-                out.append(tensor?)?;
-            }
-            continue;
-        }
-        let m = &mapped[run.start];
-        if let Some(reason) = &m.copy {
-            let (name, columns) = (&m.name, &m.columns);
-            warn_copy(
-                py,
-                &format!("tensor {name:?} (columns {columns:?}) was copied: {reason}"),
-            )?;
-        }
-        let copied = m.copy.is_some();
-        out.append(to_framework(
-            py,
-            &m.name,
-            m.view.clone(),
-            copied,
-            framework,
-            stream,
-            allow_copy,
-            share_readonly,
-        )?)?;
-    }
-    Ok(())
 }
 
 /// JAX copies what it cannot take in place without saying so, and the plan predicts only what

@@ -7,20 +7,13 @@
 //!   CUDA graph capture; the memory remembers the consumer's stream, so its free waits for
 //!   the consumer's work (see `Buffer`);
 //! - share, copy or refuse: [`plan`] answers for a tensor, a [`Consumer`] and what the caller
-//!   allows, with a typed [`CopyReason`] for every copy and every refusal;
-//! - one import for many tensors: [`stacked_runs`] finds the members one strided view
-//!   describes (a table's columns), for frameworks that split a tensor cheaper than they
-//!   import one.
+//!   allows, with a typed [`CopyReason`] for every copy and every refusal.
 
 mod plan;
 mod ready;
-mod stack;
-#[cfg(test)]
-mod stack_tests;
 #[cfg(test)]
 mod tests;
 
 pub use crate::memory::{ConsumerStream, CudaStream, Stream, StreamCell};
 pub use plan::{check_shared, plan, Allowance, Consumer, CopyReason, Plan};
 pub use ready::ready_on;
-pub use stack::{shared_runs, stacked_runs, Run};

@@ -180,28 +180,42 @@ def test_beats_in_unreliable_signal_are_marked_and_not_trained_on(tmp_path):
 
 def test_eight_hours_of_noise_take_at_most_twice_as_long_as_eight_hours_of_ecg():
     """Detection and quality on 8 hours of noise against 8 hours of ECG at the same rate, the
-    best of 3 runs of each (a loaded machine's spread): linear time whatever the input."""
+    best of 5 runs of each, the two taking turns so that a busy neighbour slows both alike
+    (a best of 3 run back to back failed once in a full suite): linear time whatever the
+    input. Noise takes about 1.5 times as long."""
     seconds = 8 * 3600.0
     clean, _ = synthetic(seconds, seed=8)
     noise = np.random.default_rng(8).standard_normal(len(clean)).astype(np.float32)
 
     def detect_and_judge(signal):
-        r_peaks = ecg.segment(signal, RATE)["r_peaks"]
-        return ecg.assess_quality(signal, RATE, r_peaks)
+        begun = time.perf_counter()
+        windows = ecg.segment(signal, RATE, quality=10.0)["quality"]
+        return time.perf_counter() - begun, windows
 
-    def best_of_3(signal):
-        best, windows = float("inf"), None
-        for _ in range(3):
-            begun = time.perf_counter()
-            windows = detect_and_judge(signal)
-            best = min(best, time.perf_counter() - begun)
-        return best, windows
-
-    clean_s, clean_q = best_of_3(clean)
-    noise_s, noise_q = best_of_3(noise)
+    clean_s = noise_s = float("inf")
+    for _ in range(5):
+        took, clean_q = detect_and_judge(clean)
+        clean_s = min(clean_s, took)
+        took, noise_q = detect_and_judge(noise)
+        noise_s = min(noise_s, took)
     assert (clean_q["codes"] == GOOD).mean() > 0.99
     assert not (noise_q["codes"] == GOOD).any()
     assert noise_s <= 2 * clean_s, (noise_s, clean_s)
+
+
+def test_the_detection_judges_quality_in_the_same_call_as_assess_quality_does():
+    """`segment(..., quality=W)` returns the verdicts a separate `assess_quality` gives."""
+    signal = np.asarray(synthetic(120.0, seed=3)[0], dtype=np.float32)
+    signal[int(RATE) * 30:int(RATE) * 50] = 0.0  # an electrode off for 20 s
+    seg = ecg.segment(signal, RATE, quality=10.0)
+    alone = ecg.assess_quality(signal, RATE, seg["r_peaks"])
+    together = seg["quality"]
+    for name in ("codes", "starts", "beats", "range", "kurtosis"):
+        np.testing.assert_array_equal(together[name], alone[name], err_msg=name)
+    assert together["spans"] == alone["spans"] and together["spans"]
+    assert "quality" not in ecg.segment(signal, RATE)
+    with pytest.raises(ValueError, match="quality window"):
+        ecg.segment(signal, RATE, quality=1.0)
 
 
 def test_the_assessment_refuses_what_it_cannot_judge():

@@ -5,7 +5,7 @@ use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use zerohop::{DType, DeviceKind, TensorView};
-use zerohop_ecg::quality::{assess, Quality, WindowStats, WINDOW_S};
+use zerohop_ecg::quality::{assess, Assessment, Quality, WindowStats, WINDOW_S};
 
 use crate::handoff::{tensor_capsule, view_of};
 use crate::segment::signal_view;
@@ -78,7 +78,17 @@ fn assess_quality<'py>(
     let a = py
         .detach(|| assess(values, rate, peak_values, window))
         .map_err(to_py)?;
-    let seconds = started.elapsed().as_secs_f64();
+    assessment_dict(py, &a, window, started.elapsed().as_secs_f64())
+}
+
+/// The dict `assess_quality` returns, for an assessment of `window`-second windows that took
+/// `seconds` (also `segment(..., quality=window)`'s "quality").
+pub fn assessment_dict<'py>(
+    py: Python<'py>,
+    a: &Assessment,
+    window: f64,
+    seconds: f64,
+) -> PyResult<Bound<'py, PyDict>> {
     let codes: Vec<u8> = a.codes.iter().map(|&c| c as u8).collect();
     let starts: Vec<i64> = (0..a.windows())
         .map(|k| a.window_span(k).0 as i64)

@@ -7,6 +7,7 @@ use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use zerohop::{DType, DeviceKind, TensorView};
+use zerohop_ecg::quality::assess;
 use zerohop_ecg::segment::Params;
 use zerohop_ecg::synth::{generate, match_beats as run_match, write_csv, SynthOptions};
 use zerohop_ecg::{segment_with, Method};
@@ -60,9 +61,11 @@ pub(crate) fn signal_view(
 /// "edge_dropped" (beats whose window crosses an end), "method", "params" and "timings"
 /// [(stage, seconds)]. `device="cuda:N"` runs the CUDA kernels on `stream` (default the
 /// legacy stream; a host signal is copied over once); the results equal the CPU's bit for
-/// bit. The GIL is released while it runs.
+/// bit. `quality=W` (host signals): also judges the signal's quality in W-second windows
+/// from the detected R peaks, as `assess_quality` does, right after the detection while its
+/// threads are still awake, under "quality". The GIL is released while it runs.
 #[pyfunction]
-#[pyo3(signature = (signal, rate, *, method="adaptive", device="cpu", stream=None))]
+#[pyo3(signature = (signal, rate, *, method="adaptive", device="cpu", stream=None, quality=None))]
 fn segment<'py>(
     py: Python<'py>,
     signal: &Bound<'py, PyAny>,
@@ -70,18 +73,36 @@ fn segment<'py>(
     method: &str,
     device: &str,
     stream: Option<usize>,
+    quality: Option<f64>,
 ) -> PyResult<Bound<'py, PyDict>> {
     let method = Method::parse(method).map_err(to_py)?;
     let p = Params::for_rate(rate).map_err(to_py)?;
     let place = zerohop::Device::parse(device).map_err(zerohop_error)?;
+    let mut judged = None;
     let (seg, stream) = match place.kind {
         DeviceKind::Cpu => {
             let view = signal_view(py, signal, None)?;
             let values = view.as_slice::<f32>().map_err(zerohop_error)?;
-            let seg = py
-                .detach(|| segment_with(values, &p, method))
+            let (seg, assessment) = py
+                .detach(|| {
+                    let seg = segment_with(values, &p, method)?;
+                    let Some(window) = quality else {
+                        return Ok((seg, None));
+                    };
+                    let started = std::time::Instant::now();
+                    let peaks = seg.r_peaks.as_slice::<i64>()?;
+                    let a = assess(values, rate, peaks, window)?;
+                    Ok((seg, Some((a, window, started.elapsed().as_secs_f64()))))
+                })
                 .map_err(to_py)?;
+            judged = assessment;
             (seg, None)
+        }
+        DeviceKind::Cuda if quality.is_some() => {
+            return Err(PyValueError::new_err(
+                "quality= needs a host signal: on a GPU, judge it with assess_quality on a \
+                 host copy",
+            ))
         }
         DeviceKind::Cuda => {
             let stream = crate::cuda_stream(stream)?;
@@ -120,6 +141,10 @@ fn segment<'py>(
     out.set_item("edge_dropped", seg.edge_dropped)?;
     out.set_item("params", params(py, rate, method.name())?)?;
     out.set_item("timings", seg.timings)?;
+    if let Some((a, window, seconds)) = judged {
+        let assessment = crate::quality::assessment_dict(py, &a, window, seconds)?;
+        out.set_item("quality", assessment)?;
+    }
     Ok(out)
 }
 

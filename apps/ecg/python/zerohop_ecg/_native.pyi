@@ -59,9 +59,11 @@ def segment(
     method: str = "adaptive",
     device: str = "cpu",
     stream: int | None = None,
+    quality: float | None = None,
 ) -> dict[str, Any]: ...
-# "codes", "starts", "range", "clipped", "kurtosis", "band", "correlation", "beats" as capsules,
-# plus "window", "window_s", "reasons", "spans" and "seconds".
+# "codes" (windows), "figures" (5 × windows: range, clipped, kurtosis, band, correlation) and
+# "counts" (2 × windows: starts, beats) as capsules, plus "figure_names", "window",
+# "window_s", "reasons", "spans" and "seconds".
 def assess_quality(
     signal: object, rate: float, r_peaks: object, *, window: float = 10.0
 ) -> dict[str, Any]: ...

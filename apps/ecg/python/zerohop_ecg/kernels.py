@@ -73,6 +73,7 @@ class Segmentation(TypedDict):
     edge_dropped: int
     params: Params
     timings: list[tuple[str, float]]  # (stage, seconds), in order
+    quality: NotRequired[QualityWindows]  # segment(..., quality=W) only
 
 
 class QualityWindows(TypedDict):
@@ -208,16 +209,21 @@ def read_edf(path: _Path, *, leads: str | Iterable[str | int] | None = None,
 
 
 def segment(signal: object, rate: float, *, method: str = "adaptive", device: str = "cpu",
-            stream: int | None = None) -> Segmentation:
+            stream: int | None = None, quality: float | None = None) -> Segmentation:
     """Detects R peaks and cuts one beat row per peak (see ``_native.segment``): zerohop
-    tensors, on ``device``, carrying the CUDA stream that produces them."""
+    tensors, on ``device``, carrying the CUDA stream that produces them. ``quality=W`` (host
+    signals) also judges the signal's quality in W-second windows, as `assess_quality`
+    does, under "quality"."""
     if device != "cpu":
         draw_from_zerohop(device)
-    out = _native.segment(signal, rate, method=method, device=device, stream=stream)
+    out = _native.segment(signal, rate, method=method, device=device, stream=stream,
+                          quality=quality)
     produced_on = out.pop("stream")
     for name in _TENSORS:
         if name in out:
             out[name] = _tensor(out[name], produced_on)
+    if "quality" in out:
+        out["quality"] = _quality_windows(out["quality"])
     seg: Segmentation = out  # type: ignore[assignment]  # filled above, name by name
     return seg
 
@@ -226,9 +232,12 @@ def assess_quality(signal: object, rate: float, r_peaks: object, *,
                    window: float = 10.0) -> QualityWindows:
     """Judges each `window`-second window of a host signal with its detected R peaks: good,
     flat, clipped, no QRS-like energy or too noisy (see ``_native.assess_quality``)."""
-    out = _native.assess_quality(signal, rate, r_peaks, window=window)
+    return _quality_windows(_native.assess_quality(signal, rate, r_peaks, window=window))
+
+
+def _quality_windows(out: dict[str, Any]) -> QualityWindows:
+    """The native assessment's arrays as NumPy arrays: rows of one array each, views."""
     out["codes"] = np.from_dlpack(_tensor(out["codes"]))
-    # Rows of one array each: views, no copies.
     for name, row in zip(out.pop("figure_names"), np.from_dlpack(_tensor(out.pop("figures")))):
         out[name] = row
     out["starts"], out["beats"] = np.from_dlpack(_tensor(out.pop("counts")))

@@ -25,7 +25,7 @@ from .figure_workers import Drawing
 from .outliers import outlier_score, own_beat_span, prematurity
 from .output import Staging
 from .plots import beat_classes, held_out_label, input_figures, model_figures
-from .quality import Quality, QualitySummary, assess as judge_quality
+from .quality import WINDOW_S, Quality, QualitySummary, assess as judge_quality
 from .report import Accuracy, Counts, HandOff, Outlier, Stage, write_report
 from .shared_pool import MemorySummary, SharedPool
 from .recording import CUDA, Input
@@ -166,7 +166,8 @@ def _segment(config: Config, data: Input, ledger: _Ledger) -> _Segmentation:
         preload_nvrtc()
         seg = segment(data.signal, data.rate, method=config.method, device="cuda:0")
     else:
-        seg = segment(data.signal, data.rate, method=config.method)
+        # The quality is judged in the same call, while the detector's threads are awake.
+        seg = segment(data.signal, data.rate, method=config.method, quality=WINDOW_S)
     signal_on_host = data.signal.__dlpack_device__()[0] != CUDA
     for name, seconds in seg["timings"]:
         copied = data.samples * 4 if name == "host→device" and signal_on_host else 0
@@ -174,22 +175,31 @@ def _segment(config: Config, data: Input, ledger: _Ledger) -> _Segmentation:
     return seg
 
 
-def _assess(data: Input, r_peaks: NDArray[Any], ledger: _Ledger,
+def _assess(data: Input, seg: _Segmentation, r_peaks: NDArray[Any], ledger: _Ledger,
             say: Callable[[str], object]) -> Quality:
     """Judges the signal's quality per window, on the host (a view there; on the GPU the
-    reader's host copy, or one made now and counted); raises EcgInputError when no window
-    holds a reliable ECG, before anything is trained on or reported of it."""
-    begun = time.perf_counter()
-    copied_before = data.host_copy is not None
-    signal = data.numpy_signal()
-    if data.host_copy is not None and not copied_before:
-        ledger.moved_to_host.append(data.host_copy.nbytes)
-    judged = judge_quality(signal, data.rate, data.samples, r_peaks)
-    ledger.stage(f"signal quality ({judged.windows['window_s']:g} s windows)", begun)
+    reader's host copy, or one made now and counted), unless the detection judged it
+    already; raises EcgInputError when no window holds a reliable ECG, before anything is
+    trained on or reported of it."""
+    if "quality" in seg:
+        judged = Quality(seg["quality"], data.rate, data.samples)
+        ledger.stages.append((_quality_stage(judged), seg["quality"]["seconds"], 0))
+    else:
+        begun = time.perf_counter()
+        copied_before = data.host_copy is not None
+        signal = data.numpy_signal()
+        if data.host_copy is not None and not copied_before:
+            ledger.moved_to_host.append(data.host_copy.nbytes)
+        judged = judge_quality(signal, data.rate, data.samples, r_peaks)
+        ledger.stage(_quality_stage(judged), begun)
     if judged.reliable_windows == 0:
         raise EcgInputError(judged.nothing_reliable(data.description))
     say(judged.line())
     return judged
+
+
+def _quality_stage(judged: Quality) -> str:
+    return f"signal quality ({judged.windows['window_s']:g} s windows)"
 
 
 def _check_beats(config: Config, data: Input, seg: _Segmentation, r_peaks: NDArray[Any],
@@ -388,7 +398,7 @@ def run(config: Config, say: Callable[[str], object] = print) -> Result:
             drawing.import_here()
         outputs = _Outputs(seg, on_gpu, torch, ledger)
         r_peaks = outputs.host("r_peaks")
-        judged = _assess(data, r_peaks, ledger, say)
+        judged = _assess(data, seg, r_peaks, ledger, say)
         beat_peaks = outputs.host("beat_peaks")
         reliable_rows = judged.reliable(beat_peaks)
         # The rows in reliable signal, when some are not (None: every row, no selection).

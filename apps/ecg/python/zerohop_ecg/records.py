@@ -26,7 +26,7 @@ from .config import RecordOptions as RecordOptions  # re-exported: bench/ecg_rec
 from .detection import accuracy, check_detection
 from .errors import EcgInputError
 from .outliers import own_beat_span, prematurity
-from .quality import assess as judge_quality
+from .quality import WINDOW_S, Quality
 from .report import Accuracy
 
 if TYPE_CHECKING:
@@ -170,7 +170,7 @@ def process_record(index: int, path: str | os.PathLike[str],
     data = sources.load(options.record_config(path), say=lambda *_: None)
     _memory_for_rows(options)
     try:
-        seg = segment(data.signal, data.rate, method=options.method)
+        seg = segment(data.signal, data.rate, method=options.method, quality=WINDOW_S)
     finally:
         import zerohop.memory as zm
 
@@ -178,7 +178,7 @@ def process_record(index: int, path: str | os.PathLike[str],
     r_peaks = np.from_dlpack(seg["r_peaks"])
     # A recording without a reliable window fails as a record, with the reason; elsewhere
     # only beats in reliable signal count (the rate here, training and ranking in the job).
-    judged = judge_quality(data.numpy_signal(), data.rate, data.samples, r_peaks)
+    judged = Quality(seg["quality"], data.rate, data.samples)
     if judged.reliable_windows == 0:
         raise EcgInputError(judged.nothing_reliable(data.description))
     bpm = check_detection(r_peaks[judged.reliable(r_peaks)], data.description, data.rate)

@@ -28,6 +28,16 @@ export PYTHONPATH=/tmp/zerohop-site
 if ls .carry/peers/*.whl >/dev/null 2>&1; then
   $PY -m pip install -q --no-index --no-deps --target /tmp/zerohop-site .carry/peers/*.whl || true
 fi
+# RMM, whose pool the allocation bench (bench/gpu_dlpack.py) sets beside zerohop's, from
+# carried wheels, on that bench's path alone (the machine's own cuda-bindings serve it):
+# pip download rmm-cu13 librmm-cu13 rapids-logger --no-deps --only-binary :all:
+#   --python-version 3.12 --platform manylinux_2_28_x86_64 -d .carry/rmm
+RMM_PATH=
+if ls .carry/rmm/*.whl >/dev/null 2>&1; then
+  rm -rf /tmp/rmm-site
+  $PY -m pip install -q --no-index --no-deps --target /tmp/rmm-site .carry/rmm/*.whl \
+    && RMM_PATH=:/tmp/rmm-site
+fi
 {
   date -u
   nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
@@ -61,7 +71,7 @@ fi
 if [ "${ONLY:-}" = handoff ]; then
   $PY -m pytest -q -rs -p no:cacheprovider $T/gpu 2>&1 | tail -25 | tee "$OUT/pytest-gpu.log"
   grep -qE "^(FAILED|ERROR)| failed" "$OUT/pytest-gpu.log" && status=1
-  $PY bench/gpu_dlpack.py --out "$OUT/gpu_dlpack.md" 2>&1 | tee "$OUT/bench.log" || status=1
+  PYTHONPATH=$PYTHONPATH$RMM_PATH $PY bench/gpu_dlpack.py --out "$OUT/gpu_dlpack.md" 2>&1 | tee "$OUT/bench.log" || status=1
   $PY bench/ecg_accuracy.py --quality-only --out "$OUT/ecg_quality.md" 2>&1 | tail -8 \
     | tee "$OUT/quality.log" || status=1
   exit $status
@@ -112,7 +122,7 @@ timeout ${CPU_SUITE_SECONDS:-400} $PY -m pytest -v -p no:cacheprovider $T \
 grep -E "^(FAILED|ERROR)|passed|failed" /tmp/pytest-cpu.full | tail -15 > "$OUT/pytest-cpu.log"
 tail -3 /tmp/pytest-cpu.full >> "$OUT/pytest-cpu.log"
 cat "$OUT/pytest-cpu.log"
-$PY bench/gpu_dlpack.py --out "$OUT/gpu_dlpack.md" 2>&1 | tee "$OUT/bench.log" || status=1
+PYTHONPATH=$PYTHONPATH$RMM_PATH $PY bench/gpu_dlpack.py --out "$OUT/gpu_dlpack.md" 2>&1 | tee "$OUT/bench.log" || status=1
 # torch's own tools (graphs, compile, statistics) per way of installing zerohop's pool.
 $PY bench/torch_tools.py --out "$OUT/torch_tools.md" 2>&1 | tail -20 | tee "$OUT/torch_tools.log" || status=1
 $PY bench/ecg_pipeline_gpu.py --out "$OUT/ecg_pipeline_gpu.md" 2>&1 | tail -25 | tee "$OUT/ecg-bench.log" || status=1

@@ -54,7 +54,7 @@
 //! Time is linear in the length, whatever the input: three passes over each window's samples
 //! (extremes, the count at them, block averages), a few over its band (a fraction of the
 //! samples), and two over the ±100 ms of each detected beat; windows in parallel. On 2 cores
-//! (`benches/quality.rs`, the best of many runs): 11–12 % of the detector's time on record
+//! (`benches/quality.rs`, the best of many runs): 9–12 % of the detector's time on record
 //! 100, 4–7 % on 8 hours of ECG or of noise.
 
 use rayon::prelude::*;

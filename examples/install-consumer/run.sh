@@ -51,9 +51,15 @@ check_run() { # NAME BINARY shared|static
   [[ $out == "zerohop $VERSION:"* ]] || { fail "$1 printed '$out', not zerohop $VERSION"; return; }
   needed=$(readelf -d "$2" | grep -c 'NEEDED.*libzerohop_capi' || true)
   if [[ $3 == static && $needed != 0 ]]; then fail "$1 needs libzerohop_capi.so"; return; fi
-  if [[ $3 == shared ]] && ! ldd "$2" | grep -q "libzerohop_capi.so.* => $P/lib/"; then
-    fail "$1 does not load zerohop from $P/lib: $(ldd "$2" | grep zerohop)"
-    return
+  # ldd's whole output first: `ldd | grep -q` under pipefail fails whenever grep exits at its
+  # match before ldd has written the rest (ldd then dies of SIGPIPE), one run in a few.
+  if [[ $3 == shared ]]; then
+    local loaded
+    loaded=$(ldd "$2")
+    if ! grep -q "libzerohop_capi.so.* => $P/lib/" <<<"$loaded"; then
+      fail "$1 does not load zerohop from $P/lib: $(grep zerohop <<<"$loaded")"
+      return
+    fi
   fi
   ok "$1 ($3): $out"
 }

@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use super::*;
 use crate::error::Error;
+use crate::value::Value;
 
 fn system() -> Arc<dyn MemoryResource> {
     Arc::new(SystemResource::new())
@@ -231,6 +232,16 @@ fn stats_count_current_peak_and_sizes() {
     assert_eq!(s.histogram[size_bucket(3000)], 1);
     assert_eq!(size_bucket(128), 7);
     assert_eq!(size_bucket(129), 8);
+    // The record every face reports: the figures by name, the histogram's non-empty buckets.
+    let record = s.record();
+    let fields = crate::value::Fields::of(&record, "statistics").unwrap();
+    assert_eq!(fields.int::<u64>("peak_bytes", "bytes").unwrap(), 3100);
+    assert_eq!(fields.int::<u64>("failed_count", "count").unwrap(), 0);
+    let pairs = |v: &Value| match v {
+        Value::List(items) => items.len(),
+        _ => usize::MAX,
+    };
+    assert_eq!(pairs(fields.required("histogram").unwrap()), 2);
     b.free(&stats);
     assert_eq!(stats.statistics().current_bytes, 0);
 }
@@ -245,6 +256,10 @@ fn tracking_reports_a_planted_leak() {
     assert_eq!(live.len(), 1);
     assert_eq!(live[0].address, leaked.ptr.as_ptr() as usize);
     assert_eq!(live[0].bytes, 4096);
+    let record = live[0].record();
+    let fields = crate::value::Fields::of(&record, "leak").unwrap();
+    assert_eq!(fields.int::<usize>("bytes", "bytes").unwrap(), 4096);
+    assert_eq!(fields.required("backtrace").unwrap(), &Value::None);
     let report = tracking.report();
     assert!(
         report.contains("1 allocation(s) outstanding, 4096 bytes"),
@@ -281,6 +296,13 @@ fn tracking_refuses_double_and_foreign_frees_instead_of_corrupting_the_pool() {
     assert_eq!(invalid.len(), 2);
     assert_eq!(invalid[0].address, ptr.as_ptr() as usize);
     assert_eq!(invalid[0].allocated_bytes, None);
+    let record = invalid[0].record();
+    let fields = crate::value::Fields::of(&record, "refused free").unwrap();
+    assert_eq!(
+        fields.int::<usize>("address", "address").unwrap(),
+        ptr.as_ptr() as usize
+    );
+    assert_eq!(fields.required("allocated_bytes").unwrap(), &Value::None);
     assert!(tracking.report().contains("invalid free of"));
     // Had the double free reached the pool, these two would share an address.
     let a = Block::new(&tracking, 256, 8, 2);

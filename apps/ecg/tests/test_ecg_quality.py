@@ -213,6 +213,11 @@ def test_the_detection_judges_quality_in_the_same_call_as_assess_quality_does():
     for name in ("codes", "starts", "beats", "range", "kurtosis"):
         np.testing.assert_array_equal(together[name], alone[name], err_msg=name)
     assert together["spans"] == alone["spans"] and together["spans"]
+    # The per-window figures arrive as rows of one array, by pointer: views, not copies.
+    windows = len(together["codes"])
+    for k, name in enumerate(("range", "clipped", "kurtosis", "band", "correlation")):
+        assert together[name].ctypes.data == together["range"].ctypes.data + 4 * windows * k
+    assert together["beats"].ctypes.data == together["starts"].ctypes.data + 8 * windows
     assert "quality" not in ecg.segment(signal, RATE)
     with pytest.raises(ValueError, match="quality window"):
         ecg.segment(signal, RATE, quality=1.0)

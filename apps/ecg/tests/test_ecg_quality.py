@@ -3,7 +3,9 @@ noisy; beats in unreliable windows left out of training and the ranking; the rep
 and the tachogram's gaps; a recording with no reliable window refused as an input error; and
 time linear in length on noise as on ECG."""
 
-import time
+import json
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -178,29 +180,47 @@ def test_beats_in_unreliable_signal_are_marked_and_not_trained_on(tmp_path):
     assert f"The 10 highest of the {rows:,} beats ranked (those in reliable signal)" in report
 
 
+# Timed in a process of its own: in a full suite the noise case (twice the beats, so twice the
+# rows' fresh memory) once ran 2.1 times the clean one, where alone it runs 1.5 times; what
+# earlier tests left in the process is not the library's time.
+_LINEAR_TIME = """
+import json, time
+import numpy as np
+import zerohop_ecg as ecg
+
+rate = 250.0
+signal, _, _ = ecg.synthesize(8 * 3600.0, rate=rate, seed=8)
+clean = np.from_dlpack(signal).copy()
+noise = np.random.default_rng(8).standard_normal(len(clean)).astype(np.float32)
+
+def detect_and_judge(signal):
+    begun = time.perf_counter()
+    windows = ecg.segment(signal, rate, quality=10.0)["quality"]
+    return time.perf_counter() - begun, windows
+
+clean_s = noise_s = float("inf")
+for _ in range(5):
+    took, clean_q = detect_and_judge(clean)
+    clean_s = min(clean_s, took)
+    took, noise_q = detect_and_judge(noise)
+    noise_s = min(noise_s, took)
+print(json.dumps({"clean_s": clean_s, "noise_s": noise_s,
+                  "clean_good": float((clean_q["codes"] == 0).mean()),
+                  "noise_good": int((noise_q["codes"] == 0).sum())}))
+"""
+
+
 def test_eight_hours_of_noise_take_at_most_twice_as_long_as_eight_hours_of_ecg():
     """Detection and quality on 8 hours of noise against 8 hours of ECG at the same rate, the
-    best of 5 runs of each, the two taking turns so that a busy neighbour slows both alike
-    (a best of 3 run back to back failed once in a full suite): linear time whatever the
-    input. Noise takes about 1.5 times as long."""
-    seconds = 8 * 3600.0
-    clean, _ = synthetic(seconds, seed=8)
-    noise = np.random.default_rng(8).standard_normal(len(clean)).astype(np.float32)
-
-    def detect_and_judge(signal):
-        begun = time.perf_counter()
-        windows = ecg.segment(signal, RATE, quality=10.0)["quality"]
-        return time.perf_counter() - begun, windows
-
-    clean_s = noise_s = float("inf")
-    for _ in range(5):
-        took, clean_q = detect_and_judge(clean)
-        clean_s = min(clean_s, took)
-        took, noise_q = detect_and_judge(noise)
-        noise_s = min(noise_s, took)
-    assert (clean_q["codes"] == GOOD).mean() > 0.99
-    assert not (noise_q["codes"] == GOOD).any()
-    assert noise_s <= 2 * clean_s, (noise_s, clean_s)
+    best of 5 runs of each, the two taking turns so that a busy neighbour slows both alike:
+    linear time whatever the input. Noise takes about 1.5 times as long."""
+    run = subprocess.run([sys.executable, "-c", _LINEAR_TIME], capture_output=True,
+                         text=True, timeout=600, check=False)
+    assert run.returncode == 0, run.stderr
+    timed = json.loads(run.stdout.strip().splitlines()[-1])
+    assert timed["clean_good"] > 0.99, timed
+    assert timed["noise_good"] == 0, timed
+    assert timed["noise_s"] <= 2 * timed["clean_s"], timed
 
 
 def test_the_detection_judges_quality_in_the_same_call_as_assess_quality_does():

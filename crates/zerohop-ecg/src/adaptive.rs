@@ -147,6 +147,15 @@ pub fn check_finite(signal: &[f32]) -> Result<()> {
 /// filters and cost the beats around it without a word.
 pub fn segment_with(signal: &[f32], params: &Params, method: Method) -> Result<Segmentation> {
     check_finite(signal)?;
+    segment_finite(signal, params, method)
+}
+
+/// [`segment_with`] on a signal [`check_finite`] has passed.
+pub(crate) fn segment_finite(
+    signal: &[f32],
+    params: &Params,
+    method: Method,
+) -> Result<Segmentation> {
     match method {
         Method::Adaptive => segment_adaptive(signal, params),
         Method::Blog => crate::segment::segment(signal, params),

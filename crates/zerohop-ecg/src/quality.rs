@@ -53,9 +53,14 @@
 //!
 //! Time is linear in the length, whatever the input: three passes over each window's samples
 //! (extremes, the count at them, block averages), a few over its band (a fraction of the
-//! samples), and two over the ±100 ms of each detected beat; windows in parallel. On 2 cores
-//! (`benches/quality.rs`, the best of many runs): 9–12 % of the detector's time on record
-//! 100, 4–7 % on 8 hours of ECG or of noise.
+//! samples), and two over the ±100 ms of each detected beat; windows in parallel. Every rule
+//! but the beats' reads the signal alone, so [`segment_judged`] runs them beside the
+//! detection, on the cores it leaves idle, and only the beats' rule after it. What that adds
+//! to detection (`bench/ecg_accuracy.py --quality-only`, host memory from a pool, medians):
+//! on 2 cores 9–12 % on record 100 and 13–14 % on 8 hours of ECG; on 16 cores 15 % and
+//! 12–16 %.
+
+use std::time::Instant;
 
 use rayon::prelude::*;
 
@@ -302,44 +307,178 @@ fn check_peaks(r_peaks: &[i64], len: usize) -> Result<()> {
 /// `r_peaks`) of `window_s` seconds. An empty signal, a NaN or infinite sample, a rate or
 /// window out of range, or a peak outside the signal or out of order is an error naming it.
 pub fn assess(signal: &[f32], rate: f64, r_peaks: &[i64], window_s: f64) -> Result<Assessment> {
+    let layout = layout(signal, rate, window_s)?;
+    check_peaks(r_peaks, signal.len())?;
+    let scales = Scales::for_rate(rate);
+    // Both rules in one task a window: one spread over the threads, the window's samples
+    // still in cache for its beats.
+    let decided: Option<Vec<(Quality, WindowStats)>> = (0..layout.windows())
+        .into_par_iter()
+        .with_min_len(WINDOWS_A_TASK)
+        .map_init(
+            || (BandScratch::default(), Scratch::default()),
+            |(band, scratch), k| {
+                let (start, end) = layout.window_span(k);
+                let finite = Finite::Unchecked;
+                let verdict = judge_signal(lanes(), signal, start, end, &scales, finite, band)?;
+                let peaks = peaks_in(r_peaks, start, end);
+                let span = (start, end);
+                Some(judge_beats(
+                    lanes(),
+                    signal,
+                    span,
+                    peaks,
+                    &scales,
+                    verdict,
+                    scratch,
+                ))
+            },
+        )
+        .collect();
+    let Some(decided) = decided else {
+        return Err(non_finite(signal));
+    };
+    Ok(finish(layout, decided))
+}
+
+/// A detection and the quality judged beside it ([`segment_judged`]).
+pub struct Judged {
+    pub segmentation: crate::Segmentation,
+    pub assessment: Assessment,
+    /// The judging's own time, seconds: the signal's rules (beside the detection, so much
+    /// of it on cores the detection left idle) and the beats' rule (after it).
+    pub seconds: f64,
+}
+
+/// Detects the R peaks of `signal` (as [`segment_with`](crate::segment_with)) and judges
+/// its `window_s`-second windows (as [`assess`]) in one go: every rule that reads the signal
+/// alone runs beside the detection, on the cores it leaves idle, and only the beats' rule
+/// waits for its R peaks. The same results as the two calls one after the other.
+pub fn segment_judged(
+    signal: &[f32],
+    params: &crate::Params,
+    method: crate::Method,
+    window_s: f64,
+) -> Result<Judged> {
+    let layout = layout(signal, params.rate, window_s)?;
+    // Checked once for both: the windows' passes then skip their own check.
+    check_finite(signal)?;
+    let (segmentation, judged) = rayon::join(
+        || crate::adaptive::segment_finite(signal, params, method),
+        || {
+            let started = Instant::now();
+            let judged = judge_signal_all(signal, &layout, Finite::Checked);
+            (judged, started.elapsed())
+        },
+    );
+    let (segmentation, (judged, signal_time)) = (segmentation?, judged);
+    let started = Instant::now();
+    let peaks = segmentation.r_peaks.as_slice::<i64>()?;
+    let assessment = judge_beats_all(signal, peaks, layout, judged?);
+    Ok(Judged {
+        segmentation,
+        assessment,
+        seconds: (signal_time + started.elapsed()).as_secs_f64(),
+    })
+}
+
+/// The windows of an assessment of `signal`, checked, with no verdicts yet.
+fn layout(signal: &[f32], rate: f64, window_s: f64) -> Result<Assessment> {
     let window = window_samples(rate, window_s)?;
     if signal.is_empty() {
         return Err(invalid("signal", "no samples"));
     }
-    check_peaks(r_peaks, signal.len())?;
-    let scales = Scales::for_rate(rate);
-    let layout = Assessment {
+    Ok(Assessment {
         rate,
         len: signal.len(),
         window,
         codes: Vec::new(),
         stats: Vec::new(),
-    };
-    let judged: Option<Vec<(Quality, WindowStats)>> = (0..layout.windows())
+    })
+}
+
+/// Windows a task judges: fewer, and a short record's few windows wait on the threads'
+/// wake-ups rather than on their work.
+const WINDOWS_A_TASK: usize = 16;
+
+/// AVX2 at most: 512-bit vectors made these short passes no faster.
+fn lanes() -> Lanes {
+    Lanes::widest().min(Lanes::Eight)
+}
+
+/// Whether a signal's samples are known to be finite.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Finite {
+    Checked,
+    Unchecked,
+}
+
+/// Every window's verdict on the rules that read the signal alone.
+fn judge_signal_all(
+    signal: &[f32],
+    layout: &Assessment,
+    finite: Finite,
+) -> Result<Vec<SignalVerdict>> {
+    let scales = Scales::for_rate(layout.rate);
+    let judged: Option<Vec<SignalVerdict>> = (0..layout.windows())
         .into_par_iter()
-        .with_min_len(16)
-        .map_init(Scratch::default, |scratch, k| {
+        .with_min_len(WINDOWS_A_TASK)
+        .map_init(BandScratch::default, |band, k| {
             let (start, end) = layout.window_span(k);
-            let first = r_peaks.partition_point(|&p| (p as usize) < start);
-            let last = r_peaks.partition_point(|&p| (p as usize) < end);
-            let peaks = &r_peaks[first..last];
-            // AVX2 at most: 512-bit vectors made these short passes no faster.
-            let lanes = Lanes::widest().min(Lanes::Eight);
-            judge(lanes, signal, start, end, peaks, &scales, scratch)
+            judge_signal(lanes(), signal, start, end, &scales, finite, band)
         })
         .collect();
-    // A NaN or infinite sample: the detector's own check names the first.
-    let Some(judged) = judged else {
-        check_finite(signal)?;
-        return Err(invalid("signal", "a sample is NaN or infinite"));
-    };
-    let (mut codes, stats): (Vec<Quality>, Vec<WindowStats>) = judged.into_iter().unzip();
+    judged.ok_or_else(|| non_finite(signal))
+}
+
+/// The error for a signal a window found a NaN or infinite sample in: the detector's own
+/// check names the first.
+fn non_finite(signal: &[f32]) -> crate::EcgError {
+    match check_finite(signal) {
+        Err(named) => named,
+        Ok(()) => invalid("signal", "a sample is NaN or infinite"),
+    }
+}
+
+/// The ascending `r_peaks` inside samples `start..end`.
+fn peaks_in(r_peaks: &[i64], start: usize, end: usize) -> &[i64] {
+    let first = r_peaks.partition_point(|&p| (p as usize) < start);
+    let last = r_peaks.partition_point(|&p| (p as usize) < end);
+    &r_peaks[first..last]
+}
+
+/// The assessment of `layout`'s windows from their verdicts, flatness against the
+/// recording's median range decided last.
+fn finish(layout: Assessment, decided: Vec<(Quality, WindowStats)>) -> Assessment {
+    let (mut codes, stats): (Vec<Quality>, Vec<WindowStats>) = decided.into_iter().unzip();
     mark_flat(&mut codes, &stats);
-    Ok(Assessment {
+    Assessment {
         codes,
         stats,
         ..layout
-    })
+    }
+}
+
+/// The verdicts, the beats' rule decided where the signal's left it open.
+fn judge_beats_all(
+    signal: &[f32],
+    r_peaks: &[i64],
+    layout: Assessment,
+    judged: Vec<SignalVerdict>,
+) -> Assessment {
+    let scales = Scales::for_rate(layout.rate);
+    let decided: Vec<(Quality, WindowStats)> = judged
+        .into_par_iter()
+        .enumerate()
+        .with_min_len(WINDOWS_A_TASK)
+        .map_init(Scratch::default, |scratch, (k, verdict)| {
+            let (start, end) = layout.window_span(k);
+            let peaks = peaks_in(r_peaks, start, end);
+            let span = (start, end);
+            judge_beats(lanes(), signal, span, peaks, &scales, verdict, scratch)
+        })
+        .collect();
+    finish(layout, decided)
 }
 
 /// The rules' lengths at one rate.
@@ -371,14 +510,21 @@ impl Scales {
     }
 }
 
-/// Per-thread buffers, reused from window to window.
+/// Per-thread buffers of the band, reused from window to window.
 #[derive(Default)]
-struct Scratch {
-    /// Block averages of the window and what the wavelet and the beats reach around it.
+struct BandScratch {
+    /// Block averages of the window and what the wavelet reaches around it.
     averaged: Vec<f32>,
     /// Moving sums of the averages, and the wavelet.
     sums: Vec<f32>,
     wavelet: Vec<f32>,
+}
+
+/// Per-thread buffers of the beats' rule, reused from window to window.
+#[derive(Default)]
+struct Scratch {
+    /// Block averages of one beat's stretch.
+    averaged: Vec<f32>,
     /// Each whole beat's stretch of averages, zero-padded, then its mean and sum of squares
     /// about it, and its correlation with the others.
     rows: Vec<[f32; ROW]>,
@@ -390,77 +536,122 @@ struct Scratch {
 /// itself): two AVX2 registers, four SSE2 ones, enough to hide an addition's latency.
 const LANES: usize = 16;
 
+/// What the signal alone says of a window: a verdict (None where the beats' rule decides),
+/// the figures so far, and the shift and scale its averages were taken with.
+struct SignalVerdict {
+    code: Option<Quality>,
+    stats: WindowStats,
+    level: (f32, f32),
+}
+
 by_width! {
-    /// One window's verdict on every rule but flatness (which needs every window's range);
-    /// None where the window holds a NaN or infinite sample. Compiled for the vectors the
-    /// caller picks (AVX2 where the CPU has it): the window's passes are a few operations a
-    /// sample, cheap only in wide vectors. The sums' lanes are fixed, so every width gives
-    /// the same bits.
-    fn judge(signal: &[f32], start: usize, end: usize, peaks: &[i64], scales: &Scales,
-        scratch: &mut Scratch) -> Option<(Quality, WindowStats)> = judge_window
+    /// One window's verdict on the rules that read the signal alone (flat, clipped, no
+    /// QRS-like energy in the band; flatness against the other windows comes last); None
+    /// where the window holds a NaN or infinite sample. Compiled for the vectors the caller
+    /// picks (AVX2 where the CPU has it): the window's passes are a few operations a sample,
+    /// cheap only in wide vectors. The sums' lanes are fixed, so every width gives the same
+    /// bits.
+    fn judge_signal(signal: &[f32], start: usize, end: usize, scales: &Scales, finite: Finite,
+        band: &mut BandScratch) -> Option<SignalVerdict> = judge_window_signal
+}
+
+by_width! {
+    /// The window's verdict once its detected R peaks are known: too few beats is no
+    /// QRS-like energy, beats that disagree too noisy.
+    fn judge_beats(signal: &[f32], span: (usize, usize), peaks: &[i64], scales: &Scales,
+        verdict: SignalVerdict, scratch: &mut Scratch) -> (Quality, WindowStats) = judge_window_beats
 }
 
 #[inline(always)]
-fn judge_window(
+fn judge_window_signal(
     signal: &[f32],
     start: usize,
     end: usize,
-    peaks: &[i64],
     scales: &Scales,
-    scratch: &mut Scratch,
-) -> Option<(Quality, WindowStats)> {
+    finite: Finite,
+    band: &mut BandScratch,
+) -> Option<SignalVerdict> {
     let x = &signal[start..end];
-    let (low, high) = extremes(x)?;
+    let (low, high) = match finite {
+        Finite::Checked => extremes::<false>(x)?,
+        Finite::Unchecked => extremes::<true>(x)?,
+    };
     let range = high - low;
-    let mut stats = WindowStats {
-        range,
-        clipped: 0.0,
-        kurtosis: f32::NAN,
-        band: f32::NAN,
-        correlation: f32::NAN,
-        beats: peaks.len() as u32,
+    let mut verdict = SignalVerdict {
+        code: None,
+        stats: WindowStats {
+            range,
+            clipped: 0.0,
+            kurtosis: f32::NAN,
+            band: f32::NAN,
+            correlation: f32::NAN,
+            beats: 0,
+        },
+        level: (low, 0.0),
     };
     // Flat by any measure, and no rule below can be measured on a constant.
     if range == 0.0 {
-        return Some((Quality::Flat, stats));
+        verdict.code = Some(Quality::Flat);
+        return Some(verdict);
     }
+    let stats = &mut verdict.stats;
     stats.clipped = plateau_share(x, low, high, scales.clip_run);
     if f64::from(stats.clipped) >= CLIP_SHARE {
-        return Some((Quality::Clipped, stats));
+        verdict.code = Some(Quality::Clipped);
+        return Some(verdict);
     }
     // Shifted and scaled to 0..1 over the window: the band's fourth powers stay far from
     // overflow in any unit, and a beat's sums of squares far from cancelling. Halves first,
     // so that extremes of opposite sign near f32's limits give a finite scale.
     let scale = 0.5 / (0.5 * high - 0.5 * low);
-    let from = average_around(
-        signal,
-        start,
-        end,
-        (low, scale),
-        scales,
-        &mut scratch.averaged,
-    );
-    let (kurtosis, frequency) = band_shape(from, start, end, scales, scratch);
+    verdict.level = (low, scale);
+    let from = average_around(signal, start, end, (low, scale), scales, &mut band.averaged);
+    let (kurtosis, frequency) = band_shape(from, start, end, scales, band);
     stats.kurtosis = kurtosis as f32;
     stats.band = (frequency * scales.band_rate) as f32;
     let spiky = kurtosis >= KURTOSIS_MIN;
     let fast = f64::from(stats.band) >= BAND_FREQUENCY_MIN;
-    if peaks.len() < MIN_BEATS || !spiky || !fast {
-        return Some((Quality::NoQrs, stats));
+    if !spiky || !fast {
+        verdict.code = Some(Quality::NoQrs);
     }
-    stats.correlation = beat_agreement(from, peaks, scales, scratch) as f32;
+    Some(verdict)
+}
+
+#[inline(always)]
+fn judge_window_beats(
+    signal: &[f32],
+    span: (usize, usize),
+    peaks: &[i64],
+    scales: &Scales,
+    verdict: SignalVerdict,
+    scratch: &mut Scratch,
+) -> (Quality, WindowStats) {
+    let SignalVerdict {
+        code,
+        mut stats,
+        level,
+    } = verdict;
+    stats.beats = peaks.len() as u32;
+    if let Some(code) = code {
+        return (code, stats);
+    }
+    if peaks.len() < MIN_BEATS {
+        return (Quality::NoQrs, stats);
+    }
+    stats.correlation = beat_agreement(signal, span, peaks, level, scales, scratch) as f32;
     if f64::from(stats.correlation) < CORRELATION_MIN {
-        return Some((Quality::Noisy, stats));
+        return (Quality::Noisy, stats);
     }
-    Some((Quality::Good, stats))
+    (Quality::Good, stats)
 }
 
 /// The minimum and maximum of a non-empty slice; None if it holds a NaN or an infinity. One
 /// pass in [`WIDE`] lanes: `if v < low { v } else { low }` is one vector instruction where
 /// `f32::min` (bound to NaN's rules) is several, and a non-finite sample shows as a NaN in
-/// the sum of each sample times zero.
+/// the sum of each sample times zero (summed only with `CHECK`: a signal already checked
+/// needs no second check).
 #[inline(always)]
-fn extremes(x: &[f32]) -> Option<(f32, f32)> {
+fn extremes<const CHECK: bool>(x: &[f32]) -> Option<(f32, f32)> {
     let (whole, rest) = x.as_chunks::<WIDE>();
     let (mut low, mut high) = ([f32::INFINITY; WIDE], [f32::NEG_INFINITY; WIDE]);
     let mut finite = [0f32; WIDE];
@@ -469,7 +660,9 @@ fn extremes(x: &[f32]) -> Option<(f32, f32)> {
             let v = c[t];
             low[t] = if v < low[t] { v } else { low[t] };
             high[t] = if v > high[t] { v } else { high[t] };
-            finite[t] += v * 0.0;
+            if CHECK {
+                finite[t] += v * 0.0;
+            }
         }
     }
     let mut low = low
@@ -482,7 +675,9 @@ fn extremes(x: &[f32]) -> Option<(f32, f32)> {
     for &v in rest {
         low = if v < low { v } else { low };
         high = if v > high { v } else { high };
-        finite += v * 0.0;
+        if CHECK {
+            finite += v * 0.0;
+        }
     }
     (finite == 0.0).then_some((low, high))
 }
@@ -534,22 +729,35 @@ fn average_around(
     signal: &[f32],
     start: usize,
     end: usize,
-    (low, scale): (f32, f32),
+    level: (f32, f32),
     scales: &Scales,
     out: &mut Vec<f32>,
 ) -> usize {
-    let offset = low * scale;
+    let (from, to) = averaged_span(signal.len(), start, end, scales);
+    block_averages(&signal[from..to], level, scales.block, out);
+    from
+}
+
+/// The samples `from..to` a window's block averages cover: `from` a multiple of the block.
+fn averaged_span(len: usize, start: usize, end: usize, scales: &Scales) -> (usize, usize) {
     let block = scales.block;
     let before = (2 * scales.half + scales.reach) * block;
     let from = start.saturating_sub(before) / block * block;
-    let to = signal.len().min(end + (scales.reach + 1) * block);
-    let x = &signal[from..to];
+    (from, len.min(end + (scales.reach + 1) * block))
+}
+
+/// The averages of each `block` samples of `x` (which starts at a block's start), less
+/// `low` and times `scale`, into `out`: each average depends on its block's samples alone,
+/// so any block-aligned stretch gives the same values as the whole.
+#[inline(always)]
+fn block_averages(x: &[f32], (low, scale): (f32, f32), block: usize, out: &mut Vec<f32>) {
+    let offset = low * scale;
     // Sized first and written in place: loops the compiler vectorises, where pushing one
     // average at a time would not be.
     out.clear();
     if block == 1 {
         out.extend(x.iter().map(|&v| v * scale - offset));
-        return from;
+        return;
     }
     // Pairs first, straight from the signal; then halved in place until `block` samples
     // make one (an odd one out, at the end, stands for its block alone).
@@ -573,7 +781,6 @@ fn average_around(
         size *= 2;
     }
     out.truncate(len);
-    from
 }
 
 /// The kurtosis of the QRS band over the window's samples `start..end` (the Haar wavelet on
@@ -590,14 +797,13 @@ fn band_shape(
     start: usize,
     end: usize,
     scales: &Scales,
-    scratch: &mut Scratch,
+    scratch: &mut BandScratch,
 ) -> (f64, f64) {
     let (block, half) = (scales.block, scales.half);
-    let Scratch {
+    let BandScratch {
         averaged: a,
         sums,
         wavelet: w,
-        ..
     } = scratch;
     // Outputs at band samples first..last, and the one before first for the first step.
     let first = (start - from).div_ceil(block).max(2 * half);
@@ -643,41 +849,68 @@ fn band_shape(
     (kurtosis, (steps / second).sqrt() / std::f64::consts::TAU)
 }
 
-/// The median, over the beats whose reach lies inside the averages `scratch.averaged`
-/// (starting at sample `from`), of each beat's correlation with the sum of the others (the
-/// mean-removed stretches around their R peaks); NaN with fewer than two such beats.
+/// The median, over the beats whose reach lies inside the stretch the band of the window
+/// `start..end` averaged, of each beat's correlation with the sum of the others (the
+/// mean-removed block averages around their R peaks, shifted and scaled by `level` as the
+/// band's were); NaN with fewer than two such beats.
 ///
-/// Each beat's stretch is copied once into a zero-padded [`ROW`]: a few dozen values make
-/// passes too short for a loop's remainder, while a fixed length makes each a handful of
-/// whole vector steps. Then two passes a beat: its sum and sum of squares, added into the
-/// template; then its product with the template. Each row's mean is taken out of the
-/// template once (the template is the sum of the raw rows less the sum of their means), and
-/// out of each product by the template's own sum, which is zero but for rounding.
+/// Each beat's stretch is averaged once, from the signal, into a zero-padded [`ROW`]: a few
+/// dozen values make passes too short for a loop's remainder, while a fixed length makes
+/// each a handful of whole vector steps. Then two passes a beat: its sum and sum of squares,
+/// added into the template; then its product with the template. Each row's mean is taken out
+/// of the template once (the template is the sum of the raw rows less the sum of their
+/// means), and out of each product by the template's own sum, which is zero but for
+/// rounding.
 #[inline(always)]
-fn beat_agreement(from: usize, peaks: &[i64], scales: &Scales, scratch: &mut Scratch) -> f64 {
+fn beat_agreement(
+    signal: &[f32],
+    (start, end): (usize, usize),
+    peaks: &[i64],
+    level: (f32, f32),
+    scales: &Scales,
+    scratch: &mut Scratch,
+) -> f64 {
     let Scratch {
         averaged,
         rows,
         beats,
         correlations,
-        ..
     } = scratch;
-    let reach = scales.reach;
+    let (reach, block) = (scales.reach, scales.block);
     let width = 2 * reach + 1;
-    // The block is a power of two: a shift, where a division would cost more than the rest
-    // of a beat's first pass.
-    let shift = scales.block.trailing_zeros();
+    // The blocks the band averaged, as block numbers; a beat's row is blocks
+    // centre − reach ..= centre + reach, the centre its R peak's block. The block is a power
+    // of two: a shift, where a division would cost more than the rest of a beat's first pass.
+    let (from, to) = averaged_span(signal.len(), start, end, scales);
+    let shift = block.trailing_zeros();
+    let (first, last) = (from >> shift, (to - from).div_ceil(block) + (from >> shift));
     // Zeroed in place, then filled: a row built on the stack and pushed is copied twice.
     rows.clear();
     rows.resize(peaks.len(), [0f32; ROW]);
     let mut whole = 0;
     for &p in peaks {
-        let centre = (p as usize - from) >> shift;
-        if centre < reach || centre + reach >= averaged.len() {
+        let centre = p as usize >> shift;
+        if centre < first + reach || centre + reach >= last {
             continue;
         }
-        rows[whole][..width].copy_from_slice(&averaged[centre - reach..=centre + reach]);
+        let (begin, stop) = ((centre - reach) * block, (centre + reach + 1) * block);
+        let row = &mut rows[whole];
         whole += 1;
+        // Pairs, the commonest block (250 to 399 Hz), straight into the row: a fixed number
+        // of vector steps where the general averages are a loop of a few dozen. What lies
+        // past the row's width is read and masked out.
+        let whole_pairs = signal[begin..].first_chunk::<{ 2 * ROW }>();
+        if let (2, true, Some(pairs)) = (block, stop <= to, whole_pairs) {
+            let (low, scale) = level;
+            let (half_scale, offset) = (0.5 * scale, low * scale);
+            for (k, (out, pair)) in row.iter_mut().zip(pairs.as_chunks::<2>().0).enumerate() {
+                let average = (pair[0] + pair[1]) * half_scale - offset;
+                *out = if k < width { average } else { 0.0 };
+            }
+            continue;
+        }
+        block_averages(&signal[begin..to.min(stop)], level, block, averaged);
+        row[..width].copy_from_slice(&averaged[..width]);
     }
     rows.truncate(whole);
     if rows.len() < 2 {
@@ -700,20 +933,21 @@ fn beat_agreement(from: usize, peaks: &[i64], scales: &Scales, scratch: &mut Scr
     }
     let total = f64::from(dot(&template, &template));
     let drift: f32 = template.iter().sum();
+    // A loop, not a closure: the closure was compiled apart, without the caller's vectors.
     correlations.clear();
-    correlations.extend(rows.iter().zip(beats.iter()).map(|(row, &(mean, square))| {
+    for (row, &(mean, square)) in rows.iter().zip(beats.iter()) {
         let with_all = f64::from(dot(row, &template) - mean * drift);
         let square = f64::from(square);
         // The others' sum is the template less this row.
         let with_others = with_all - square;
         let others_square = total - 2.0 * with_all + square;
         let denominator = (square * others_square).sqrt();
-        if denominator > 0.0 {
+        correlations.push(if denominator > 0.0 {
             (with_others / denominator) as f32
         } else {
             0.0
-        }
-    }));
+        });
+    }
     let middle = correlations.len() / 2;
     let (_, median, _) = correlations.select_nth_unstable_by(middle, f32::total_cmp);
     f64::from(*median)

@@ -7,7 +7,7 @@ use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use zerohop::{DType, DeviceKind, TensorView};
-use zerohop_ecg::quality::assess;
+use zerohop_ecg::quality::segment_judged;
 use zerohop_ecg::segment::Params;
 use zerohop_ecg::synth::{generate, match_beats as run_match, write_csv, SynthOptions};
 use zerohop_ecg::{segment_with, Method};
@@ -62,8 +62,8 @@ pub(crate) fn signal_view(
 /// [(stage, seconds)]. `device="cuda:N"` runs the CUDA kernels on `stream` (default the
 /// legacy stream; a host signal is copied over once); the results equal the CPU's bit for
 /// bit. `quality=W` (host signals): also judges the signal's quality in W-second windows
-/// from the detected R peaks, as `assess_quality` does, right after the detection while its
-/// threads are still awake, under "quality". The GIL is released while it runs.
+/// from the detected R peaks, as `assess_quality` does, under "quality": the rules that read
+/// the signal alone run beside the detection, the beats' rule after it. The GIL is released while it runs.
 #[pyfunction]
 #[pyo3(signature = (signal, rate, *, method="adaptive", device="cpu", stream=None, quality=None))]
 fn segment<'py>(
@@ -85,14 +85,12 @@ fn segment<'py>(
             let values = view.as_slice::<f32>().map_err(zerohop_error)?;
             let (seg, assessment) = py
                 .detach(|| {
-                    let seg = segment_with(values, &p, method)?;
                     let Some(window) = quality else {
-                        return Ok((seg, None));
+                        return Ok((segment_with(values, &p, method)?, None));
                     };
-                    let started = std::time::Instant::now();
-                    let peaks = seg.r_peaks.as_slice::<i64>()?;
-                    let a = assess(values, rate, peaks, window)?;
-                    Ok((seg, Some((a, window, started.elapsed().as_secs_f64()))))
+                    let judged = segment_judged(values, &p, method, window)?;
+                    let assessment = (judged.assessment, window, judged.seconds);
+                    Ok((judged.segmentation, Some(assessment)))
                 })
                 .map_err(to_py)?;
             judged = assessment;

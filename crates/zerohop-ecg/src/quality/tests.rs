@@ -176,7 +176,7 @@ fn ecg_with_noise_at_6_to_12_db_stays_good() {
     })
     .unwrap()
     .signal;
-    let (low, high) = extremes(&clean).unwrap();
+    let (low, high) = extremes::<true>(&clean).unwrap();
     let power = f64::from(high - low).powi(2) / 8.0;
     for snr in [6.0, 12.0] {
         let sd = (power / 10f64.powf(snr / 10.0)).sqrt() as f32;
@@ -286,6 +286,85 @@ fn bad_inputs_are_refused_by_name() {
         .map(|i| if i % 2 == 0 { f32::MAX } else { -f32::MAX })
         .collect();
     assert_eq!(assess(&huge, 250.0, &[], 10.0).unwrap().codes.len(), 2);
+}
+
+/// Codes and every figure, bit for bit (NaN figures included).
+fn same_verdicts(a: &Assessment, b: &Assessment) -> bool {
+    let bits =
+        |s: &WindowStats| [s.range, s.clipped, s.kurtosis, s.band, s.correlation].map(f32::to_bits);
+    a.codes == b.codes
+        && a.stats.len() == b.stats.len()
+        && a.stats
+            .iter()
+            .zip(&b.stats)
+            .all(|(x, y)| bits(x) == bits(y) && x.beats == y.beats)
+}
+
+#[test]
+fn detection_and_quality_in_one_go_equal_the_two_calls() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../apps/ecg/python/zerohop_ecg/data/mitdb100");
+    let record = crate::wfdb::read_record(&path, &[]).unwrap();
+    let mut cases: Vec<(Vec<f32>, f64)> =
+        vec![(record.table.column::<f32>("MLII").unwrap().to_vec(), 360.0)];
+    // Blocks of 1, 2, 4 and 8 samples, and a stretch of flat, clipped and noisy signal.
+    for rate in [100.0, 250.0, 500.0, 1000.0] {
+        cases.push((synthetic(95.0, rate, 70.0, 3), rate));
+    }
+    let mut mixed = synthetic(60.0, 250.0, 80.0, 4);
+    mixed[2500..5000].fill(0.3);
+    let top = mixed[5000..7500].iter().fold(f32::MIN, |m, &v| m.max(v));
+    mixed[5000..7500]
+        .iter_mut()
+        .for_each(|v| *v = v.min(0.6 * top));
+    for (v, n) in mixed[10_000..12_500].iter_mut().zip(normal(2500, 5)) {
+        *v += n;
+    }
+    cases.push((mixed, 250.0));
+    for (signal, rate) in &cases {
+        let params = Params::for_rate(*rate).unwrap();
+        let one_go = segment_judged(signal, &params, crate::Method::Adaptive, WINDOW_S).unwrap();
+        let peaks = peaks_of(signal, *rate);
+        assert_eq!(one_go.segmentation.r_peaks.to_vec::<i64>().unwrap(), peaks);
+        let apart = assess(signal, *rate, &peaks, WINDOW_S).unwrap();
+        assert!(same_verdicts(&one_go.assessment, &apart), "{rate} Hz");
+        assert!(one_go.seconds > 0.0);
+    }
+    // The mixed record's windows read as they were made.
+    let codes = &judged(&cases[5].0, 250.0).codes;
+    assert_eq!(codes[1], Quality::Flat, "{codes:?}");
+    assert_eq!(codes[2], Quality::Clipped, "{codes:?}");
+    assert_ne!(codes[4], Quality::Good, "{codes:?}");
+    // A bad sample is refused by place, as the detector names it.
+    let mut nan = cases[1].0.clone();
+    nan[7] = f32::NAN;
+    let params = Params::for_rate(100.0).unwrap();
+    let err = segment_judged(&nan, &params, crate::Method::Adaptive, WINDOW_S)
+        .err()
+        .unwrap();
+    assert!(err.to_string().contains("first at sample 7"), "{err}");
+}
+
+#[test]
+fn a_stretch_of_whole_blocks_averages_as_the_whole_does() {
+    // Beats' rows are averaged from their own stretch of the signal; they must equal the
+    // band's averages of the same blocks, an odd tail included.
+    let x = normal(1001, 9);
+    for block in [1usize, 2, 4, 8] {
+        let mut whole = Vec::new();
+        block_averages(&x, (-0.5, 0.7), block, &mut whole);
+        assert_eq!(whole.len(), x.len().div_ceil(block));
+        let mut part = Vec::new();
+        for first in [0, 3, 17] {
+            for last in [first + 1, first + 9, whole.len()] {
+                let stretch = &x[first * block..x.len().min(last * block)];
+                block_averages(stretch, (-0.5, 0.7), block, &mut part);
+                let want: Vec<u32> = whole[first..last].iter().map(|v| v.to_bits()).collect();
+                let got: Vec<u32> = part.iter().map(|v| v.to_bits()).collect();
+                assert_eq!(got, want, "block {block}, blocks {first}..{last}");
+            }
+        }
+    }
 }
 
 proptest::proptest! {

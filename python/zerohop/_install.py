@@ -45,9 +45,12 @@ class Installation:
         """Ends torch's route (torch_mode "mempool"): torch allocates from its own pools
         again, and the extension's C symbols serve the device's current resource again.
         Tensors already in zerohop's memory stay valid; their memory goes back when they die
-        and torch's cache is emptied. (CuPy's and Numba's hooks stay.)"""
+        and torch's cache is emptied. cuBLAS's workspaces, which never die on their own, are
+        dropped (after a device synchronisation) and made anew when next needed. (CuPy's and
+        Numba's hooks stay.)"""
         route = self._torch_route
         if route is not None and _ROUTES.get(route.device) is route:
+            route.drop_blas_workspaces()
             del _ROUTES[route.device]
             route.retire()
             # Graph pools still in use by a graph wait for a later empty_cache.
@@ -180,6 +183,17 @@ class _TorchRoute:
         # route underway, and give their memory back too.
         self.graph_pools = [pool for pool in self.graph_pools if pool.use_count() > 1]
         self.pool = self._route_to_new_pool()
+
+    def drop_blas_workspaces(self) -> None:
+        """cuBLAS's workspaces (one per handle and stream: 32 MiB each on Hopper, 1 MiB for
+        cuBLASLt) came from the route and never die on their own; dropped, torch makes them
+        anew from wherever it then allocates, when next needed. Measured on an H200: they
+        were every block the ECG job left in zerohop's pool."""
+        clear = getattr(self.torch._C, "_cuda_clearCublasWorkspaces", None)
+        if clear is not None:
+            # Kernels still queued may be using them.
+            self.torch.cuda.synchronize(self.device)
+            clear()
 
     def retire(self) -> None:
         torch, device, pool = self.torch, self.device, self.pool

@@ -251,15 +251,13 @@ assert min(sizes) < (1 << 20) and max(sizes) >= (2 << 20), sizes
 report = result.report.read_text()
 assert "- memory: one zerohop pool" in report, report
 assert "each step one CUDA graph replay" in report, report
-# The job's tensors gone and torch's cache emptied: what the pool still holds is torch's
-# cached segments (2 MiB and up, torch's sizes), none of the reader's or the kernels' blocks.
+# The job over and its result gone: the pool holds nothing (torch's cuBLAS workspaces, which
+# never die on their own, were the last blocks it held; the installation's close drops them).
 del result
 gc.collect()
-torch.cuda.synchronize()
 torch.cuda.empty_cache()
 held = zm.leaks(pool.tracking)
-assert all(block["bytes"] >= (2 << 20) for block in held), held
-print("held after the job:", len(held), "blocks,", sum(b["bytes"] for b in held) >> 20, "MiB")
+assert held == [], [block["bytes"] for block in held]
 print("ok", memory)
 """
 
@@ -267,8 +265,8 @@ print("ok", memory)
 def test_the_gpu_job_trains_from_one_pool_with_cuda_graphs(tmp_path):
     """The flagship's shared pool: the reader, zerohop's kernels and torch (its CUDA graph
     too) draw from one zerohop pool; the report gives its peak and what it holds; after the
-    job, nothing of the reader's or the kernels' is left in it (torch may keep segments its
-    private pools cache). In a fresh process: torch's allocator routes once per process."""
+    job nothing is left in it. In a fresh process: torch's allocator routes once per
+    process."""
     signal, *_ = ecg.synthesize(120, rate=250, seed=3)
     path = tmp_path / "ecg.csv"
     path.write_text("mv\n" + "\n".join(f"{v:.4f}" for v in np.from_dlpack(signal)) + "\n")

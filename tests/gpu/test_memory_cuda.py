@@ -375,3 +375,37 @@ def test_a_pool_growing_while_torch_captures_a_graph_is_a_documented_outcome():
     torch.cuda.synchronize()
     pool.deallocate(grown, 256 * MiB)
     assert pool.usage()["in_use"] == 0
+
+
+CLOSE_SCRIPT = r"""
+import gc
+import torch
+import zerohop.memory as zm
+
+pool = zm.Pool(zm.CudaDevice(0))
+tracking = zm.Tracking(pool)
+installed = zm.install(torch=True, resource=tracking)
+a = torch.randn(512, 512, device="cuda")
+(a @ a).sum().item()  # cuBLAS makes its workspace, from the route
+del a
+gc.collect()
+during = [block["bytes"] for block in zm.leaks(tracking)]
+installed.close()
+torch.cuda.empty_cache()
+after = [block["bytes"] for block in zm.leaks(tracking)]
+assert after == [], (during, after)
+b = torch.randn(512, 512, device="cuda")
+(b @ b).sum().item()  # cuBLAS makes a new workspace, from torch's own allocator
+assert zm.leaks(tracking) == [], zm.leaks(tracking)
+print("ok: held while installed", during)
+"""
+
+
+def test_closing_the_installation_leaves_nothing_of_torch_in_the_pool():
+    """cuBLAS's workspaces come from the route and never die on their own: close() drops
+    them (torch makes new ones from its own allocator), so the pool ends empty."""
+    run = subprocess.run([sys.executable, "-c", CLOSE_SCRIPT], capture_output=True, text=True,
+                         timeout=300)
+    print(run.stdout, run.stderr[-3000:])
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert "ok" in run.stdout

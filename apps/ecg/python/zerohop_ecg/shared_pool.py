@@ -43,6 +43,10 @@ class SharedPool:
         # job in this process takes the pool again).
         if self.installed is not None:
             self.installed.close()
+            # What torch cached from the pool goes back to it: the job leaves nothing held.
+            import torch
+
+            torch.cuda.empty_cache()
         self._zm.reset_current(f"cuda:{self.device}")
 
     def install_torch(self) -> None:

@@ -342,6 +342,7 @@ def training_table(modes: list[str], repeat: int) -> list[str]:
         if "step_ms" in got.get("mempool", {}) and "step_ms" in got.get("torch", {}):
             ratio = f"{got['mempool']['step_ms'] / got['torch']['step_ms']:.3f}×"
         lines.append(f"| {compiled} | " + " | ".join(cells) + f" | {ratio} |")
+        print(lines[-1], flush=True)
     return lines
 
 
@@ -366,6 +367,8 @@ def main() -> int:
     parser.add_argument("--timing", metavar="MODE")
     parser.add_argument("--train", nargs=2, metavar=("MODE", "COMPILED"))
     parser.add_argument("--no-training", action="store_true", help="leave the training table out")
+    parser.add_argument("--training-only", action="store_true",
+                        help="only the training table (its processes take most of the time)")
     parser.add_argument("--repeat", type=int, default=3, help="processes per training figure")
     args = parser.parse_args()
     if args.train:
@@ -378,6 +381,13 @@ def main() -> int:
         alloc_free_us(args.timing)
         return 0
     modes = args.modes.split(",")
+    if args.training_only:
+        table = "\n".join(training_table([m for m in modes if m != "allocator"], args.repeat))
+        print(table)
+        if args.out:
+            with open(args.out, "w") as f:
+                f.write(f"# Training with zerohop's pool under torch\n\n{table}\n")
+        return 0
     jobs = {(m, r): ["--child", m, r] for m in modes for r in ROWS}
     with concurrent.futures.ThreadPoolExecutor(args.jobs) as ex:
         results = dict(zip(jobs, ex.map(run_child, jobs.values())))

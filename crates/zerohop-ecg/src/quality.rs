@@ -55,10 +55,10 @@
 //! (extremes, the count at them, block averages), a few over its band (a fraction of the
 //! samples), and two over the ±100 ms of each detected beat; windows in parallel. Every rule
 //! but the beats' reads the signal alone, so [`segment_judged`] runs them beside the
-//! detection, on the cores it leaves idle, and only the beats' rule after it. What that adds
-//! to detection (`bench/ecg_accuracy.py --quality-only`, host memory from a pool, medians):
-//! on 2 cores 9–12 % on record 100 and 13–14 % on 8 hours of ECG; on 16 cores 15 % and
-//! 12–16 %.
+//! detection, on the cores it leaves idle, and only the beats' rule after it (up to
+//! [`BESIDE_MAX_SAMPLES`]). What that adds to detection (`bench/ecg_accuracy.py
+//! --quality-only`, host memory from a pool, medians): on 2 cores 8–11 % on record 100 and
+//! 11–14 % on 8 hours of ECG; on 16 cores 12–14 % and 9–10 %.
 
 use std::time::Instant;
 
@@ -309,9 +309,18 @@ fn check_peaks(r_peaks: &[i64], len: usize) -> Result<()> {
 pub fn assess(signal: &[f32], rate: f64, r_peaks: &[i64], window_s: f64) -> Result<Assessment> {
     let layout = layout(signal, rate, window_s)?;
     check_peaks(r_peaks, signal.len())?;
-    let scales = Scales::for_rate(rate);
-    // Both rules in one task a window: one spread over the threads, the window's samples
-    // still in cache for its beats.
+    judge_all(signal, r_peaks, layout, Finite::Unchecked)
+}
+
+/// Every window's verdict, both rules in one task a window: one spread over the threads,
+/// and the window's samples still in cache for its beats.
+fn judge_all(
+    signal: &[f32],
+    r_peaks: &[i64],
+    layout: Assessment,
+    finite: Finite,
+) -> Result<Assessment> {
+    let scales = Scales::for_rate(layout.rate);
     let decided: Option<Vec<(Quality, WindowStats)>> = (0..layout.windows())
         .into_par_iter()
         .with_min_len(WINDOWS_A_TASK)
@@ -319,7 +328,6 @@ pub fn assess(signal: &[f32], rate: f64, r_peaks: &[i64], window_s: f64) -> Resu
             || (BandScratch::default(), Scratch::default()),
             |(band, scratch), k| {
                 let (start, end) = layout.window_span(k);
-                let finite = Finite::Unchecked;
                 let verdict = judge_signal(lanes(), signal, start, end, &scales, finite, band)?;
                 let peaks = peaks_in(r_peaks, start, end);
                 let span = (start, end);
@@ -341,6 +349,14 @@ pub fn assess(signal: &[f32], rate: f64, r_peaks: &[i64], window_s: f64) -> Resu
     Ok(finish(layout, decided))
 }
 
+/// The longest signal [`segment_judged`] judges beside the detection, samples (16 MiB of
+/// f32, what a last-level cache holds). Beside the detection, the beats' rule reads the
+/// signal a second time, after the detection; a signal this long comes back from memory
+/// then, and judging it after the detection, in one pass, costs less (on 2 cores, 8 hours
+/// at 360 Hz: 10.8–12.4 % of detection after it, 12.8–13.8 % beside it), while a short one
+/// gains from the threads being awake (record 100 on 16 cores: 23 % → 15 %).
+pub const BESIDE_MAX_SAMPLES: usize = 1 << 22;
+
 /// A detection and the quality judged beside it ([`segment_judged`]).
 pub struct Judged {
     pub segmentation: crate::Segmentation,
@@ -351,18 +367,42 @@ pub struct Judged {
 }
 
 /// Detects the R peaks of `signal` (as [`segment_with`](crate::segment_with)) and judges
-/// its `window_s`-second windows (as [`assess`]) in one go: every rule that reads the signal
-/// alone runs beside the detection, on the cores it leaves idle, and only the beats' rule
-/// waits for its R peaks. The same results as the two calls one after the other.
+/// its `window_s`-second windows (as [`assess`]) in one go: up to [`BESIDE_MAX_SAMPLES`],
+/// every rule that reads the signal alone runs beside the detection, on the cores it leaves
+/// idle, and only the beats' rule waits for its R peaks; a longer signal is judged after the
+/// detection in one pass. The same results as the two calls one after the other.
 pub fn segment_judged(
     signal: &[f32],
     params: &crate::Params,
     method: crate::Method,
     window_s: f64,
 ) -> Result<Judged> {
+    judged_with(signal, params, method, window_s, BESIDE_MAX_SAMPLES)
+}
+
+/// [`segment_judged`], judging beside the detection up to `beside_max` samples.
+fn judged_with(
+    signal: &[f32],
+    params: &crate::Params,
+    method: crate::Method,
+    window_s: f64,
+    beside_max: usize,
+) -> Result<Judged> {
     let layout = layout(signal, params.rate, window_s)?;
     // Checked once for both: the windows' passes then skip their own check.
     check_finite(signal)?;
+    if signal.len() > beside_max {
+        let segmentation = crate::adaptive::segment_finite(signal, params, method)?;
+        let started = Instant::now();
+        let peaks = segmentation.r_peaks.as_slice::<i64>()?;
+        let assessment = judge_all(signal, peaks, layout, Finite::Checked)?;
+        let seconds = started.elapsed().as_secs_f64();
+        return Ok(Judged {
+            segmentation,
+            assessment,
+            seconds,
+        });
+    }
     let (segmentation, judged) = rayon::join(
         || crate::adaptive::segment_finite(signal, params, method),
         || {

@@ -329,6 +329,10 @@ fn detection_and_quality_in_one_go_equal_the_two_calls() {
         let apart = assess(signal, *rate, &peaks, WINDOW_S).unwrap();
         assert!(same_verdicts(&one_go.assessment, &apart), "{rate} Hz");
         assert!(one_go.seconds > 0.0);
+        // Past the length judged beside the detection: judged after it, in one pass.
+        let after = judged_with(signal, &params, crate::Method::Adaptive, WINDOW_S, 1000).unwrap();
+        assert_eq!(after.segmentation.r_peaks.to_vec::<i64>().unwrap(), peaks);
+        assert!(same_verdicts(&after.assessment, &apart), "{rate} Hz, after");
     }
     // The mixed record's windows read as they were made.
     let codes = &judged(&cases[5].0, 250.0).codes;

@@ -62,8 +62,9 @@ pub(crate) fn signal_view(
 /// [(stage, seconds)]. `device="cuda:N"` runs the CUDA kernels on `stream` (default the
 /// legacy stream; a host signal is copied over once); the results equal the CPU's bit for
 /// bit. `quality=W` (host signals): also judges the signal's quality in W-second windows
-/// from the detected R peaks, as `assess_quality` does, under "quality": the rules that read
-/// the signal alone run beside the detection, the beats' rule after it. The GIL is released while it runs.
+/// from the detected R peaks, as `assess_quality` does, under "quality" (the rules that read
+/// the signal alone beside the detection, up to `quality::BESIDE_MAX_SAMPLES`, the beats'
+/// rule after it). The GIL is released while it runs.
 #[pyfunction]
 #[pyo3(signature = (signal, rate, *, method="adaptive", device="cpu", stream=None, quality=None))]
 fn segment<'py>(

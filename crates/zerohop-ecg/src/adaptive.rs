@@ -150,7 +150,7 @@ pub fn segment_with(signal: &[f32], params: &Params, method: Method) -> Result<S
     segment_finite(signal, params, method)
 }
 
-/// [`segment_with`] on a signal [`check_finite`] has passed.
+/// [`segment_with`] on a signal known to be finite (one [`check_finite`] passes).
 pub(crate) fn segment_finite(
     signal: &[f32],
     params: &Params,

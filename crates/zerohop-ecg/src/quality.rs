@@ -309,7 +309,7 @@ fn check_peaks(r_peaks: &[i64], len: usize) -> Result<()> {
 pub fn assess(signal: &[f32], rate: f64, r_peaks: &[i64], window_s: f64) -> Result<Assessment> {
     let layout = layout(signal, rate, window_s)?;
     check_peaks(r_peaks, signal.len())?;
-    judge_all(signal, r_peaks, layout, Finite::Unchecked)
+    judge_all(signal, r_peaks, layout, None)
 }
 
 /// Every window's verdict, both rules in one task a window: one spread over the threads,
@@ -318,7 +318,7 @@ fn judge_all(
     signal: &[f32],
     r_peaks: &[i64],
     layout: Assessment,
-    finite: Finite,
+    known: Option<&[(f32, f32)]>,
 ) -> Result<Assessment> {
     let scales = Scales::for_rate(layout.rate);
     let decided: Option<Vec<(Quality, WindowStats)>> = (0..layout.windows())
@@ -328,7 +328,11 @@ fn judge_all(
             || (BandScratch::default(), Scratch::default()),
             |(band, scratch), k| {
                 let (start, end) = layout.window_span(k);
-                let verdict = judge_signal(lanes(), signal, start, end, &scales, finite, band)?;
+                let extremes = match known {
+                    Some(known) => known[k],
+                    None => checked_extremes(lanes(), &signal[start..end])?,
+                };
+                let verdict = judge_signal(lanes(), signal, start, end, &scales, extremes, band);
                 let peaks = peaks_in(r_peaks, start, end);
                 let span = (start, end);
                 Some(judge_beats(
@@ -389,36 +393,39 @@ fn judged_with(
     beside_max: usize,
 ) -> Result<Judged> {
     let layout = layout(signal, params.rate, window_s)?;
-    // Checked once for both: the windows' passes then skip their own check.
-    check_finite(signal)?;
+    // The windows' extremes stand in for the detector's check of the signal: one pass over
+    // it where the two were two.
+    let started = Instant::now();
+    let extremes = window_extremes(signal, &layout)?;
+    let extremes_time = started.elapsed();
     if signal.len() > beside_max {
         let segmentation = crate::adaptive::segment_finite(signal, params, method)?;
         let started = Instant::now();
         let peaks = segmentation.r_peaks.as_slice::<i64>()?;
-        let assessment = judge_all(signal, peaks, layout, Finite::Checked)?;
-        let seconds = started.elapsed().as_secs_f64();
+        let assessment = judge_all(signal, peaks, layout, Some(&extremes))?;
+        let seconds = (extremes_time + started.elapsed()).as_secs_f64();
         return Ok(Judged {
             segmentation,
             assessment,
             seconds,
         });
     }
-    let (segmentation, judged) = rayon::join(
+    let (segmentation, (judged, signal_time)) = rayon::join(
         || crate::adaptive::segment_finite(signal, params, method),
         || {
             let started = Instant::now();
-            let judged = judge_signal_all(signal, &layout, Finite::Checked);
+            let judged = judge_signal_all(signal, &layout, &extremes);
             (judged, started.elapsed())
         },
     );
-    let (segmentation, (judged, signal_time)) = (segmentation?, judged);
+    let segmentation = segmentation?;
     let started = Instant::now();
     let peaks = segmentation.r_peaks.as_slice::<i64>()?;
-    let assessment = judge_beats_all(signal, peaks, layout, judged?);
+    let assessment = judge_beats_all(signal, peaks, layout, judged);
     Ok(Judged {
         segmentation,
         assessment,
-        seconds: (signal_time + started.elapsed()).as_secs_f64(),
+        seconds: (extremes_time + signal_time + started.elapsed()).as_secs_f64(),
     })
 }
 
@@ -446,29 +453,35 @@ fn lanes() -> Lanes {
     Lanes::widest().min(Lanes::Eight)
 }
 
-/// Whether a signal's samples are known to be finite.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Finite {
-    Checked,
-    Unchecked,
+/// Each window's minimum and maximum, in a pass that also checks every sample is finite
+/// (an error naming the first that is not, as the detector's check does).
+fn window_extremes(signal: &[f32], layout: &Assessment) -> Result<Vec<(f32, f32)>> {
+    let found: Option<Vec<(f32, f32)>> = (0..layout.windows())
+        .into_par_iter()
+        .with_min_len(WINDOWS_A_TASK)
+        .map(|k| {
+            let (start, end) = layout.window_span(k);
+            checked_extremes(lanes(), &signal[start..end])
+        })
+        .collect();
+    found.ok_or_else(|| non_finite(signal))
 }
 
-/// Every window's verdict on the rules that read the signal alone.
+/// Every window's verdict on the rules that read the signal alone, from its `extremes`.
 fn judge_signal_all(
     signal: &[f32],
     layout: &Assessment,
-    finite: Finite,
-) -> Result<Vec<SignalVerdict>> {
+    extremes: &[(f32, f32)],
+) -> Vec<SignalVerdict> {
     let scales = Scales::for_rate(layout.rate);
-    let judged: Option<Vec<SignalVerdict>> = (0..layout.windows())
+    (0..layout.windows())
         .into_par_iter()
         .with_min_len(WINDOWS_A_TASK)
         .map_init(BandScratch::default, |band, k| {
             let (start, end) = layout.window_span(k);
-            judge_signal(lanes(), signal, start, end, &scales, finite, band)
+            judge_signal(lanes(), signal, start, end, &scales, extremes[k], band)
         })
-        .collect();
-    judged.ok_or_else(|| non_finite(signal))
+        .collect()
 }
 
 /// The error for a signal a window found a NaN or infinite sample in: the detector's own
@@ -586,13 +599,18 @@ struct SignalVerdict {
 
 by_width! {
     /// One window's verdict on the rules that read the signal alone (flat, clipped, no
-    /// QRS-like energy in the band; flatness against the other windows comes last); None
-    /// where the window holds a NaN or infinite sample. Compiled for the vectors the caller
+    /// QRS-like energy in the band; flatness against the other windows comes last), from its
+    /// minimum and maximum (`extremes`). Compiled for the vectors the caller
     /// picks (AVX2 where the CPU has it): the window's passes are a few operations a sample,
     /// cheap only in wide vectors. The sums' lanes are fixed, so every width gives the same
     /// bits.
-    fn judge_signal(signal: &[f32], start: usize, end: usize, scales: &Scales, finite: Finite,
-        band: &mut BandScratch) -> Option<SignalVerdict> = judge_window_signal
+    fn judge_signal(signal: &[f32], start: usize, end: usize, scales: &Scales,
+        extremes: (f32, f32), band: &mut BandScratch) -> SignalVerdict = judge_window_signal
+}
+
+by_width! {
+    /// [`extremes`] in the vectors the caller picks.
+    fn checked_extremes(x: &[f32]) -> Option<(f32, f32)> = extremes
 }
 
 by_width! {
@@ -608,14 +626,10 @@ fn judge_window_signal(
     start: usize,
     end: usize,
     scales: &Scales,
-    finite: Finite,
+    (low, high): (f32, f32),
     band: &mut BandScratch,
-) -> Option<SignalVerdict> {
+) -> SignalVerdict {
     let x = &signal[start..end];
-    let (low, high) = match finite {
-        Finite::Checked => extremes::<false>(x)?,
-        Finite::Unchecked => extremes::<true>(x)?,
-    };
     let range = high - low;
     let mut verdict = SignalVerdict {
         code: None,
@@ -632,13 +646,13 @@ fn judge_window_signal(
     // Flat by any measure, and no rule below can be measured on a constant.
     if range == 0.0 {
         verdict.code = Some(Quality::Flat);
-        return Some(verdict);
+        return verdict;
     }
     let stats = &mut verdict.stats;
     stats.clipped = plateau_share(x, low, high, scales.clip_run);
     if f64::from(stats.clipped) >= CLIP_SHARE {
         verdict.code = Some(Quality::Clipped);
-        return Some(verdict);
+        return verdict;
     }
     // Shifted and scaled to 0..1 over the window: the band's fourth powers stay far from
     // overflow in any unit, and a beat's sums of squares far from cancelling. Halves first,
@@ -654,7 +668,7 @@ fn judge_window_signal(
     if !spiky || !fast {
         verdict.code = Some(Quality::NoQrs);
     }
-    Some(verdict)
+    verdict
 }
 
 #[inline(always)]
@@ -688,10 +702,9 @@ fn judge_window_beats(
 /// The minimum and maximum of a non-empty slice; None if it holds a NaN or an infinity. One
 /// pass in [`WIDE`] lanes: `if v < low { v } else { low }` is one vector instruction where
 /// `f32::min` (bound to NaN's rules) is several, and a non-finite sample shows as a NaN in
-/// the sum of each sample times zero (summed only with `CHECK`: a signal already checked
-/// needs no second check).
+/// the sum of each sample times zero.
 #[inline(always)]
-fn extremes<const CHECK: bool>(x: &[f32]) -> Option<(f32, f32)> {
+fn extremes(x: &[f32]) -> Option<(f32, f32)> {
     let (whole, rest) = x.as_chunks::<WIDE>();
     let (mut low, mut high) = ([f32::INFINITY; WIDE], [f32::NEG_INFINITY; WIDE]);
     let mut finite = [0f32; WIDE];
@@ -700,9 +713,7 @@ fn extremes<const CHECK: bool>(x: &[f32]) -> Option<(f32, f32)> {
             let v = c[t];
             low[t] = if v < low[t] { v } else { low[t] };
             high[t] = if v > high[t] { v } else { high[t] };
-            if CHECK {
-                finite[t] += v * 0.0;
-            }
+            finite[t] += v * 0.0;
         }
     }
     let mut low = low
@@ -715,9 +726,7 @@ fn extremes<const CHECK: bool>(x: &[f32]) -> Option<(f32, f32)> {
     for &v in rest {
         low = if v < low { v } else { low };
         high = if v > high { v } else { high };
-        if CHECK {
-            finite += v * 0.0;
-        }
+        finite += v * 0.0;
     }
     (finite == 0.0).then_some((low, high))
 }

@@ -176,7 +176,7 @@ fn ecg_with_noise_at_6_to_12_db_stays_good() {
     })
     .unwrap()
     .signal;
-    let (low, high) = extremes::<true>(&clean).unwrap();
+    let (low, high) = extremes(&clean).unwrap();
     let power = f64::from(high - low).powi(2) / 8.0;
     for snr in [6.0, 12.0] {
         let sd = (power / 10f64.powf(snr / 10.0)).sqrt() as f32;

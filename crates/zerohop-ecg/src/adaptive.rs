@@ -11,8 +11,22 @@ use crate::segment::{
     curvature_tensor, fill, tensor_of, uninit_rows, uninit_vector, Laps, Params, Segmentation,
 };
 
+/// Work run on the detected R peaks while the detection finishes.
+pub(crate) type BesideRows<'a> = &'a mut (dyn FnMut(&[i64]) + Send);
+
 /// Runs every stage of the adaptive detector on `signal`.
 pub fn segment_adaptive(signal: &[f32], params: &Params) -> Result<Segmentation> {
+    segment_adaptive_then(signal, params, None)
+}
+
+/// [`segment_adaptive`], with `beside_rows` run on the R peaks beside its last stage (the
+/// beats' rows): work that needs the peaks alone overlaps the detection rather than waiting
+/// for its end.
+pub(crate) fn segment_adaptive_then(
+    signal: &[f32],
+    params: &Params,
+    beside_rows: Option<BesideRows<'_>>,
+) -> Result<Segmentation> {
     let p = DetectParams::for_rate(params.rate)?;
     if signal.len() < p.before + p.after {
         return Err(invalid(
@@ -46,7 +60,10 @@ pub fn segment_adaptive(signal: &[f32], params: &Params) -> Result<Segmentation>
     let peaks = detect::locate_peaks(curv, &ends, &p);
     laps.lap("decide");
 
-    let rows = embed_around(signal, &peaks, &p)?;
+    let rows = match beside_rows {
+        Some(work) => rayon::join(|| embed_around(signal, &peaks, &p), || work(&peaks)).0?,
+        None => embed_around(signal, &peaks, &p)?,
+    };
     laps.lap("embed");
 
     let rr: Vec<i64> = peaks.windows(2).map(|w| w[1] - w[0]).collect();
@@ -159,6 +176,24 @@ pub(crate) fn segment_finite(
     match method {
         Method::Adaptive => segment_adaptive(signal, params),
         Method::Blog => crate::segment::segment(signal, params),
+    }
+}
+
+/// [`segment_finite`], with `beside_rows` run on the R peaks: beside the cutting of the
+/// beats' rows for the adaptive detector, after the whole detection for the blog's.
+pub(crate) fn segment_finite_then(
+    signal: &[f32],
+    params: &Params,
+    method: Method,
+    beside_rows: BesideRows<'_>,
+) -> Result<Segmentation> {
+    match method {
+        Method::Adaptive => segment_adaptive_then(signal, params, Some(beside_rows)),
+        Method::Blog => {
+            let segmentation = crate::segment::segment(signal, params)?;
+            beside_rows(segmentation.r_peaks.as_slice::<i64>()?);
+            Ok(segmentation)
+        }
     }
 }
 

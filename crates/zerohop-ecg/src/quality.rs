@@ -53,12 +53,15 @@
 //!
 //! Time is linear in the length, whatever the input: three passes over each window's samples
 //! (extremes, the count at them, block averages), a few over its band (a fraction of the
-//! samples), and two over the ±100 ms of each detected beat; windows in parallel. Every rule
-//! but the beats' reads the signal alone, so [`segment_judged`] runs them beside the
-//! detection, on the cores it leaves idle, and only the beats' rule after it (up to
-//! [`BESIDE_MAX_SAMPLES`]). What that adds to detection (`bench/ecg_accuracy.py
-//! --quality-only`, host memory from a pool, medians): on 2 cores 8–11 % on record 100 and
-//! 11–14 % on 8 hours of ECG; on 16 cores 12–14 % and 9–10 %.
+//! samples), and two over the ±100 ms of each detected beat; windows in parallel. No rule
+//! waits for the whole detection: [`segment_judged`] takes the windows' extremes in the pass
+//! that checks the signal is finite, runs the rules that read the signal alone beside the
+//! detection, on the cores it leaves idle, and the beats' rule beside the detection's last
+//! stage (the beats' rows), as soon as the R peaks are known (a signal over
+//! [`BESIDE_MAX_SAMPLES`]: every rule there, in one pass). What that adds to detection
+//! (`bench/ecg_accuracy.py --quality-only`, host memory from a pool, medians): on 16 cores
+//! 7.7–8.8 % on record 100, 5.1–9.4 % on 8 hours of ECG; on 2 cores, where no core is idle
+//! and the rules' own work is about a tenth of the detection's, 4–13 % from run to run.
 
 use std::time::Instant;
 
@@ -353,28 +356,30 @@ fn judge_all(
     Ok(finish(layout, decided))
 }
 
-/// The longest signal [`segment_judged`] judges beside the detection, samples (16 MiB of
-/// f32, what a last-level cache holds). Beside the detection, the beats' rule reads the
-/// signal a second time, after the detection; a signal this long comes back from memory
-/// then, and judging it after the detection, in one pass, costs less (on 2 cores, 8 hours
-/// at 360 Hz: 10.8–12.4 % of detection after it, 12.8–13.8 % beside it), while a short one
-/// gains from the threads being awake (record 100 on 16 cores: 23 % → 15 %).
+/// The longest signal whose rules [`segment_judged`] runs beside the whole detection,
+/// samples (16 MiB of f32, what a last-level cache holds). Beside the whole detection, the
+/// beats' rule reads the signal a second time; a longer signal would come back from memory
+/// then, and judging every rule in one pass per window, from the R peaks, costs less (on 2
+/// cores, 8 hours at 360 Hz, judged after the detection: 10.8–12.4 % of detection, beside
+/// it 12.8–13.8 %), while a short one gains from the threads being awake (record 100 on 16
+/// cores: 23 % judged after the detection, 15 % beside it).
 pub const BESIDE_MAX_SAMPLES: usize = 1 << 22;
 
 /// A detection and the quality judged beside it ([`segment_judged`]).
 pub struct Judged {
     pub segmentation: crate::Segmentation,
     pub assessment: Assessment,
-    /// The judging's own time, seconds: the signal's rules (beside the detection, so much
-    /// of it on cores the detection left idle) and the beats' rule (after it).
+    /// The judging's own time, seconds, summed over its parts: most of it ran beside the
+    /// detection, on cores the detection left idle.
     pub seconds: f64,
 }
 
 /// Detects the R peaks of `signal` (as [`segment_with`](crate::segment_with)) and judges
 /// its `window_s`-second windows (as [`assess`]) in one go: up to [`BESIDE_MAX_SAMPLES`],
 /// every rule that reads the signal alone runs beside the detection, on the cores it leaves
-/// idle, and only the beats' rule waits for its R peaks; a longer signal is judged after the
-/// detection in one pass. The same results as the two calls one after the other.
+/// idle, and the beats' rule beside the detection's last stage, once the R peaks are known;
+/// a longer signal is judged there in one pass. The same results as the two calls one after
+/// the other.
 pub fn segment_judged(
     signal: &[f32],
     params: &crate::Params,
@@ -399,19 +404,35 @@ fn judged_with(
     let extremes = window_extremes(signal, &layout)?;
     let extremes_time = started.elapsed();
     if signal.len() > beside_max {
-        let segmentation = crate::adaptive::segment_finite(signal, params, method)?;
-        let started = Instant::now();
-        let peaks = segmentation.r_peaks.as_slice::<i64>()?;
-        let assessment = judge_all(signal, peaks, layout, Some(&extremes))?;
-        let seconds = (extremes_time + started.elapsed()).as_secs_f64();
+        // Both rules in one pass per window, beside the detection's last stage (the beats'
+        // rows), from its R peaks.
+        let mut judged = None;
+        let segmentation =
+            crate::adaptive::segment_finite_then(signal, params, method, &mut |peaks| {
+                let started = Instant::now();
+                let assessment = judge_all(signal, peaks, layout.clone(), Some(&extremes));
+                judged = Some((assessment, started.elapsed()));
+            })?;
+        let (assessment, judge_time) = judged.ok_or_else(never_judged)?;
         return Ok(Judged {
             segmentation,
-            assessment,
-            seconds,
+            assessment: assessment?,
+            seconds: (extremes_time + judge_time).as_secs_f64(),
         });
     }
+    // The beats' agreement needs a window's extremes and its R peaks alone: it runs beside
+    // the detection's last stage (the beats' rows), before the signal's verdicts are known.
+    let mut agreed = None;
     let (segmentation, (judged, signal_time)) = rayon::join(
-        || crate::adaptive::segment_finite(signal, params, method),
+        || {
+            crate::adaptive::segment_finite_then(signal, params, method, &mut |peaks| {
+                let started = Instant::now();
+                agreed = Some((
+                    agreements(signal, peaks, &layout, &extremes),
+                    started.elapsed(),
+                ));
+            })
+        },
         || {
             let started = Instant::now();
             let judged = judge_signal_all(signal, &layout, &extremes);
@@ -419,14 +440,25 @@ fn judged_with(
         },
     );
     let segmentation = segmentation?;
+    let (agreed, agreement_time) = agreed.ok_or_else(never_judged)?;
     let started = Instant::now();
     let peaks = segmentation.r_peaks.as_slice::<i64>()?;
-    let assessment = judge_beats_all(signal, peaks, layout, judged);
+    let assessment = decide_all(peaks, layout, judged, &agreed);
+    let seconds = extremes_time + signal_time + agreement_time + started.elapsed();
     Ok(Judged {
         segmentation,
         assessment,
-        seconds: (extremes_time + signal_time + started.elapsed()).as_secs_f64(),
+        seconds: seconds.as_secs_f64(),
     })
+}
+
+/// A detection that returned without handing its R peaks to the judging: a defect, reported
+/// rather than a panic.
+fn never_judged() -> crate::EcgError {
+    invalid(
+        "signal",
+        "the detection returned no R peaks to judge the quality by",
+    )
 }
 
 /// The windows of an assessment of `signal`, checked, with no verdicts yet.
@@ -512,23 +544,56 @@ fn finish(layout: Assessment, decided: Vec<(Quality, WindowStats)>) -> Assessmen
     }
 }
 
-/// The verdicts, the beats' rule decided where the signal's left it open.
-fn judge_beats_all(
+/// Each window's beats' agreement ([`beat_agreement`]) from its extremes and the R peaks,
+/// whatever the signal's rules will say of it: NaN where no verdict can need it (a flat
+/// window, fewer than [`MIN_BEATS`] beats).
+fn agreements(
     signal: &[f32],
+    r_peaks: &[i64],
+    layout: &Assessment,
+    extremes: &[(f32, f32)],
+) -> Vec<f32> {
+    let scales = Scales::for_rate(layout.rate);
+    (0..layout.windows())
+        .into_par_iter()
+        .with_min_len(WINDOWS_A_TASK)
+        .map_init(Scratch::default, |scratch, k| {
+            let (start, end) = layout.window_span(k);
+            let peaks = peaks_in(r_peaks, start, end);
+            let (low, high) = extremes[k];
+            if high - low == 0.0 || peaks.len() < MIN_BEATS {
+                return f32::NAN;
+            }
+            let level = level_of(extremes[k]);
+            agreement(
+                lanes(),
+                signal,
+                (start, end),
+                peaks,
+                level,
+                &scales,
+                scratch,
+            )
+        })
+        .collect()
+}
+
+/// The verdicts from the signal's and each window's beats' `agreed` figure.
+fn decide_all(
     r_peaks: &[i64],
     layout: Assessment,
     judged: Vec<SignalVerdict>,
+    agreed: &[f32],
 ) -> Assessment {
-    let scales = Scales::for_rate(layout.rate);
-    let decided: Vec<(Quality, WindowStats)> = judged
-        .into_par_iter()
+    let decided = judged
+        .into_iter()
+        .zip(agreed)
         .enumerate()
-        .with_min_len(WINDOWS_A_TASK)
-        .map_init(Scratch::default, |scratch, (k, verdict)| {
+        .map(|(k, (verdict, &agreement))| {
             let (start, end) = layout.window_span(k);
-            let peaks = peaks_in(r_peaks, start, end);
-            let span = (start, end);
-            judge_beats(lanes(), signal, span, peaks, &scales, verdict, scratch)
+            decide(verdict, peaks_in(r_peaks, start, end).len(), || {
+                f64::from(agreement)
+            })
         })
         .collect();
     finish(layout, decided)
@@ -614,6 +679,12 @@ by_width! {
 }
 
 by_width! {
+    /// [`beat_agreement`] in the vectors the caller picks.
+    fn agreement(signal: &[f32], span: (usize, usize), peaks: &[i64], level: (f32, f32),
+        scales: &Scales, scratch: &mut Scratch) -> f32 = window_agreement
+}
+
+by_width! {
     /// The window's verdict once its detected R peaks are known: too few beats is no
     /// QRS-like energy, beats that disagree too noisy.
     fn judge_beats(signal: &[f32], span: (usize, usize), peaks: &[i64], scales: &Scales,
@@ -654,12 +725,15 @@ fn judge_window_signal(
         verdict.code = Some(Quality::Clipped);
         return verdict;
     }
-    // Shifted and scaled to 0..1 over the window: the band's fourth powers stay far from
-    // overflow in any unit, and a beat's sums of squares far from cancelling. Halves first,
-    // so that extremes of opposite sign near f32's limits give a finite scale.
-    let scale = 0.5 / (0.5 * high - 0.5 * low);
-    verdict.level = (low, scale);
-    let from = average_around(signal, start, end, (low, scale), scales, &mut band.averaged);
+    verdict.level = level_of((low, high));
+    let from = average_around(
+        signal,
+        start,
+        end,
+        verdict.level,
+        scales,
+        &mut band.averaged,
+    );
     let (kurtosis, frequency) = band_shape(from, start, end, scales, band);
     stats.kurtosis = kurtosis as f32;
     stats.band = (frequency * scales.band_rate) as f32;
@@ -680,23 +754,57 @@ fn judge_window_beats(
     verdict: SignalVerdict,
     scratch: &mut Scratch,
 ) -> (Quality, WindowStats) {
+    let level = verdict.level;
+    decide(verdict, peaks.len(), || {
+        beat_agreement(signal, span, peaks, level, scales, scratch)
+    })
+}
+
+#[inline(always)]
+fn window_agreement(
+    signal: &[f32],
+    span: (usize, usize),
+    peaks: &[i64],
+    level: (f32, f32),
+    scales: &Scales,
+    scratch: &mut Scratch,
+) -> f32 {
+    beat_agreement(signal, span, peaks, level, scales, scratch) as f32
+}
+
+/// A window's verdict from the signal's and its `beats` detected R peaks: the signal's
+/// verdict where it gave one, too few beats no QRS-like energy, then the beats' `agreement`
+/// (asked for only then) noisy or good.
+#[inline(always)]
+fn decide(
+    verdict: SignalVerdict,
+    beats: usize,
+    agreement: impl FnOnce() -> f64,
+) -> (Quality, WindowStats) {
     let SignalVerdict {
-        code,
-        mut stats,
-        level,
+        code, mut stats, ..
     } = verdict;
-    stats.beats = peaks.len() as u32;
+    stats.beats = beats as u32;
     if let Some(code) = code {
         return (code, stats);
     }
-    if peaks.len() < MIN_BEATS {
+    if beats < MIN_BEATS {
         return (Quality::NoQrs, stats);
     }
-    stats.correlation = beat_agreement(signal, span, peaks, level, scales, scratch) as f32;
+    stats.correlation = agreement() as f32;
     if f64::from(stats.correlation) < CORRELATION_MIN {
         return (Quality::Noisy, stats);
     }
     (Quality::Good, stats)
+}
+
+/// The shift and scale that bring a window with these extremes to 0..1: the band's fourth
+/// powers stay far from overflow in any unit, and a beat's sums of squares far from
+/// cancelling. Halves first, so that extremes of opposite sign near f32's limits give a
+/// finite scale.
+#[inline(always)]
+fn level_of((low, high): (f32, f32)) -> (f32, f32) {
+    (low, 0.5 / (0.5 * high - 0.5 * low))
 }
 
 /// The minimum and maximum of a non-empty slice; None if it holds a NaN or an infinity. One

@@ -63,8 +63,8 @@ pub(crate) fn signal_view(
 /// legacy stream; a host signal is copied over once); the results equal the CPU's bit for
 /// bit. `quality=W` (host signals): also judges the signal's quality in W-second windows
 /// from the detected R peaks, as `assess_quality` does, under "quality" (the rules that read
-/// the signal alone beside the detection, up to `quality::BESIDE_MAX_SAMPLES`, the beats'
-/// rule after it). The GIL is released while it runs.
+/// the signal alone beside the detection, the beats' rule beside its last stage). The GIL is
+/// released while it runs.
 #[pyfunction]
 #[pyo3(signature = (signal, rate, *, method="adaptive", device="cpu", stream=None, quality=None))]
 fn segment<'py>(

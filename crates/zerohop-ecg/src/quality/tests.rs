@@ -334,6 +334,17 @@ fn detection_and_quality_in_one_go_equal_the_two_calls() {
         assert_eq!(after.segmentation.r_peaks.to_vec::<i64>().unwrap(), peaks);
         assert!(same_verdicts(&after.assessment, &apart), "{rate} Hz, after");
     }
+    // The blog's detector gives its peaks after its whole detection: the same verdicts.
+    let (signal, rate) = &cases[0];
+    let params = Params::for_rate(*rate).unwrap();
+    let blog = segment_judged(signal, &params, crate::Method::Blog, WINDOW_S).unwrap();
+    let peaks = blog.segmentation.r_peaks.to_vec::<i64>().unwrap();
+    assert!(peaks.len() > 2000, "{}", peaks.len());
+    let apart = assess(signal, *rate, &peaks, WINDOW_S).unwrap();
+    assert!(
+        same_verdicts(&blog.assessment, &apart),
+        "the blog's detector"
+    );
     // The mixed record's windows read as they were made.
     let codes = &judged(&cases[5].0, 250.0).codes;
     assert_eq!(codes[1], Quality::Flat, "{codes:?}");

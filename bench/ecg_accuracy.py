@@ -91,7 +91,8 @@ def _quality_cost(pairs, seconds):
         "Signal quality beside detection (milliseconds, best / median of alternating pairs; "
         "10 s windows; host memory from a zerohop pool): `segment(..., quality=10)` judges "
         "the quality in the detection's own call, as both jobs do, the rules that read the "
-        "signal alone beside the detection and the beats' rule after it; `assess_quality` is "
+        "signal alone beside the detection and the beats' rule beside its last stage; "
+        "`assess_quality` is "
         "the separate call.",
         "",
         "| input | samples | detection ms | detection + quality ms | quality adds (best / "

@@ -58,7 +58,13 @@ def main() -> int:
         med[mode] = train
         lines.append(f"| {mode} | {train:.3f} | {total:.3f} |")
     ratio = med["shared zerohop pool"] / med["torch's own allocator"]
-    lines += ["", f"shared / own (training): {ratio:.3f}× (goal ≤ 1.0×)"]
+    # Each run beside the other mode's run of the same round: the pairs' ratios, and how
+    # often the shared pool was the faster, say whether the medians' ratio is more than noise.
+    pairs = [s[0] / o[0] for s, o in zip(*times.values())]
+    faster = sum(r < 1.0 for r in pairs)
+    lines += ["", f"shared / own (training): {ratio:.3f}× (goal ≤ 1.0×); pairs' ratios: median "
+              f"{statistics.median(pairs):.3f}×, {min(pairs):.3f}–{max(pairs):.3f}×, the shared "
+              f"pool faster in {faster} of {len(pairs)}"]
     text = "\n".join(lines)
     print(text)
     if args.out:

@@ -16,6 +16,7 @@ import argparse
 import concurrent.futures
 import json
 import os
+import statistics
 import subprocess
 import sys
 import time
@@ -284,13 +285,13 @@ def alloc_free_us(mode: str) -> None:
 SHAPES = [(b, t) for b in (8, 16, 32) for t in (64, 256)]
 
 
-def train_step_ms(mode: str, compiled: str) -> None:
-    """A 6-layer transformer trained on batches of varying shapes (8–32 × 64–256 tokens):
-    milliseconds per step after every shape was seen once, eager or under
-    torch.compile(mode="reduce-overhead") (CUDA graphs)."""
+def training_setup(mode: str, compiled: str):
+    """A 6-layer transformer trained on batches of varying shapes (8–32 × 64–256 tokens),
+    eager or under torch.compile(mode="reduce-overhead") (CUDA graphs), every shape seen
+    three times: torch, what `install` returned, and one step's function."""
     import torch
 
-    install(mode)
+    installed = install(mode)
     torch.manual_seed(0)
     layer = torch.nn.TransformerEncoderLayer(256, 8, 1024, batch_first=True)
     model = torch.nn.TransformerEncoder(layer, 6, enable_nested_tensor=False).cuda()
@@ -315,12 +316,63 @@ def train_step_ms(mode: str, compiled: str) -> None:
         for shape in SHAPES:
             once(shape)
     torch.cuda.synchronize()
-    order = SHAPES * 10
+    return torch, installed, once
+
+
+def timed_steps(torch, once, passes: int) -> float:
+    """Milliseconds a step over `passes` passes through every shape."""
+    order = SHAPES * passes
+    torch.cuda.synchronize()
     start = time.perf_counter()
     for shape in order:
         once(shape)
     torch.cuda.synchronize()
-    print(json.dumps({"step_ms": (time.perf_counter() - start) / len(order) * 1e3}))
+    return (time.perf_counter() - start) / len(order) * 1e3
+
+
+def train_step_ms(mode: str, compiled: str) -> None:
+    """Milliseconds per step in one process of `mode`, after every shape was seen."""
+    torch, _, once = training_setup(mode, compiled)
+    print(json.dumps({"step_ms": timed_steps(torch, once, 10)}))
+
+
+def train_step_ab(compiled: str, blocks: int) -> None:
+    """Both allocators in one process, taking turns: zerohop's route (install's default
+    mode) on for one block of steps, off for the next (torch's caching allocator over its own
+    cudaMalloc), in alternating order, so the two share the process, its clocks and its
+    placement, which swing a process's step time by ±15 % from one process to the next.
+    Prints each block's time and the median of the paired ratios."""
+    torch, installed, once = training_setup("mempool", compiled)
+    route = installed._torch_route
+    device, pool = route.device, route.pool
+
+    routed = [True]
+
+    def zerohop_on(on: bool) -> None:
+        if on == routed[0]:
+            return
+        if on:
+            torch._C._cuda_beginAllocateToPool(device, pool.id)
+        else:
+            torch._C._cuda_endAllocateToPool(device, pool.id)
+        routed[0] = on
+
+    # torch's own pool warms up as zerohop's did.
+    zerohop_on(False)
+    timed_steps(torch, once, 3)
+    zerohop_on(True)
+    times: dict[str, list[float]] = {"zerohop": [], "torch": []}
+    for k in range(blocks):
+        for name in (("zerohop", "torch") if k % 2 == 0 else ("torch", "zerohop")):
+            zerohop_on(name == "zerohop")
+            times[name].append(timed_steps(torch, once, 2))
+    zerohop_on(True)
+    ratios = [z / t for z, t in zip(times["zerohop"], times["torch"])]
+    print(json.dumps({"compiled": compiled, "blocks": blocks, "zerohop_ms": times["zerohop"],
+                      "torch_ms": times["torch"], "ratio_median": statistics.median(ratios),
+                      "ratio_range": [min(ratios), max(ratios)],
+                      "zerohop_faster": sum(r < 1.0 for r in ratios),
+                      "zerohop_torch_bytes": installed.stats()["torch"]["current_bytes"]}))
 
 
 def training_table(modes: list[str], repeat: int) -> list[str]:
@@ -370,7 +422,13 @@ def main() -> int:
     parser.add_argument("--training-only", action="store_true",
                         help="only the training table (its processes take most of the time)")
     parser.add_argument("--repeat", type=int, default=3, help="processes per training figure")
+    parser.add_argument("--train-ab", metavar="COMPILED", choices=("eager", "reduce-overhead"),
+                        help="both allocators taking turns in one process (see train_step_ab)")
+    parser.add_argument("--blocks", type=int, default=20, help="block pairs for --train-ab")
     args = parser.parse_args()
+    if args.train_ab:
+        train_step_ab(args.train_ab, args.blocks)
+        return 0
     if args.train:
         train_step_ms(*args.train)
         return 0

@@ -409,3 +409,59 @@ def test_closing_the_installation_leaves_nothing_of_torch_in_the_pool():
     print(run.stdout, run.stderr[-3000:])
     assert run.returncode == 0, run.stderr[-3000:]
     assert "ok" in run.stdout
+
+
+GRAPH_AFTER_CLOSE_SCRIPT = r"""
+import gc
+import torch
+import zerohop.memory as zm
+
+pool = zm.Pool(zm.CudaDevice(0))
+tracking = zm.Tracking(pool)
+installed = zm.install(torch=True, resource=tracking)
+torch.manual_seed(0)
+w = torch.randn(256, 256, device="cuda")
+graphs = {}
+for name, graph_pool in (("torch's private pool", None), ("zerohop's graph pool", installed.graph_pool().id)):
+    x = torch.randn(64, 256, device="cuda")
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(3):  # cuBLAS's warm-up on the side stream, as torch's docs ask
+            torch.relu(x @ w)
+    torch.cuda.current_stream().wait_stream(side)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g, pool=graph_pool):
+        y = torch.relu(x @ w) @ w
+    graphs[name] = (g, x, y)
+installed.close()
+torch.cuda.empty_cache()
+# Memory the route held is reused now: a replay that wrote into freed memory shows here.
+noise = [torch.full((1 << 20,), 7.0, device="cuda") for _ in range(32)]
+for name, (g, x, y) in graphs.items():
+    for _ in range(3):
+        x.copy_(torch.randn(64, 256, device="cuda"))
+        g.replay()
+        want = torch.relu(x @ w) @ w
+        assert torch.allclose(y, want, rtol=1e-3, atol=1e-3), name
+assert all(bool((n == 7.0).all()) for n in noise)
+held_with_graphs = sum(block["bytes"] for block in zm.leaks(tracking))
+del graphs, g, x, y, noise, w
+gc.collect()
+torch.cuda.synchronize()
+torch.cuda.empty_cache()
+assert zm.leaks(tracking) == [], zm.leaks(tracking)
+print("ok: held while the graphs lived", held_with_graphs)
+"""
+
+
+def test_graphs_captured_while_installed_replay_after_close():
+    """close() drops cuBLAS's workspaces and ends the route: a graph captured before,
+    in torch's private pool or in zerohop's graph pool, still replays right after it (its
+    memory stays with its graph, not with the route), and the pool is empty once the graphs
+    are gone."""
+    run = subprocess.run([sys.executable, "-c", GRAPH_AFTER_CLOSE_SCRIPT], capture_output=True,
+                         text=True, timeout=300)
+    print(run.stdout, run.stderr[-3000:])
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert "ok" in run.stdout

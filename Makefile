@@ -19,7 +19,7 @@ MATURIN := $(VENV)/bin/maturin
 export VIRTUAL_ENV := $(abspath $(VENV))
 export PATH := $(abspath $(VENV))/bin:$(PATH)
 
-.PHONY: all venv develop install test fmt-check clippy doc-check test-rust miri cpp-example pytest stubtest typecheck docs valgrind fuzz fuzz-smoke demo bench test-tch bench-tch clean
+.PHONY: all venv develop install test fmt-check fuzz-build clippy doc-check test-rust miri cpp-example pytest stubtest typecheck docs valgrind fuzz fuzz-smoke demo bench test-tch bench-tch clean
 
 all: test
 
@@ -145,6 +145,9 @@ fuzz:
 fuzz-smoke:
 	bash scripts/fuzz.sh 5
 
+fuzz-build:
+	bash scripts/fuzz.sh build
+
 # The Rust API reference, with every rustdoc warning (broken links, stray HTML) an error.
 doc-check: venv
 	RUSTDOCFLAGS="-D warnings" cargo doc --no-deps -q -p zerohop -p zerohop-ecg -p zerohop-derive -p zerohop-capi \
@@ -164,7 +167,11 @@ cpp-example: venv
 	PY=$(PY) bash examples/install-consumer/run.sh
 	PY=$(PY) bash scripts/valgrind-capi.sh
 
-test: fmt-check clippy doc-check test-rust miri cpp-example pytest stubtest typecheck docs valgrind fuzz-smoke
+# The fuzz targets (nightly, AddressSanitizer, no Python) build while pip fills the venv: pip
+# mostly waits on downloads and leaves a core idle, and the two take about as long.
+test: fmt-check
+	$(MAKE) -j2 --output-sync=target venv fuzz-build
+	$(MAKE) clippy doc-check test-rust miri cpp-example pytest stubtest typecheck docs valgrind fuzz-smoke
 
 # zerohop's C library for C and C++ programs: lib/libzerohop_capi.{so,a}, include/zerohop.h and
 # zerohop_torch.h, lib/pkgconfig/zerohop{,-static}.pc, lib/cmake/zerohop/ (docs/cpp.md). Only

@@ -6,9 +6,13 @@
 #
 # Needs the nightly toolchain (AddressSanitizer) and cargo-fuzz; installs cargo-fuzz when it
 # is missing, and skips loudly (without failing) when either cannot be had.
+# `fuzz.sh build` builds the targets and runs none (make test builds them while pip fills
+# the venv; the run later finds them built).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 SECONDS_EACH=${1:-60}
+BUILD_ONLY=0
+[ "$SECONDS_EACH" = build ] && BUILD_ONLY=1
 TARGETS=${FUZZ_TARGETS:-"dlpack_import array_interface arrow_import tensormap_spec wire_state csv_reader wfdb_header wfdb_signal wfdb_annotations edf_reader"}
 
 skip() {
@@ -27,6 +31,7 @@ fi
 cd fuzz
 echo "building the fuzz targets (AddressSanitizer, debug assertions on)"
 cargo +nightly fuzz build -O || { echo "the fuzz targets did not build"; exit 1; }
+[ "$BUILD_ONLY" = 1 ] && exit 0
 # Two targets at a time (each fuzzer is one process; the machine has 2 cores): the same
 # seconds for every target, half the wall time.
 JOBS=${FUZZ_JOBS:-2}

@@ -6,7 +6,7 @@
 #
 # Needs the nightly toolchain (AddressSanitizer) and cargo-fuzz; installs cargo-fuzz when it
 # is missing, and skips loudly (without failing) when either cannot be had.
-# `fuzz.sh build` builds the targets and runs none (make test builds them while pip fills
+# `fuzz.sh build` builds the targets and runs none (make test builds them while the venv fills
 # the venv; the run later finds them built).
 set -uo pipefail
 cd "$(dirname "$0")/.."

@@ -6,8 +6,8 @@
 #
 # Needs the nightly toolchain (AddressSanitizer) and cargo-fuzz; installs cargo-fuzz when it
 # is missing, and skips loudly (without failing) when either cannot be had.
-# `fuzz.sh build` builds the targets and runs none (make test builds them while the venv fills
-# the venv; the run later finds them built).
+# `fuzz.sh build` builds the targets and runs none (make test builds them while the venv
+# fills; the run later finds them built).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 SECONDS_EACH=${1:-60}

@@ -8,7 +8,8 @@ alloc+free pair, Python calls included): zerohop Pool over cuMemAlloc, the growa
 one reserved range (CudaVirtual; goal issue 42: ≤ 1.2× the Pool), RMM's pool where installed
 (scripts/gpu-check.sh installs carried RMM wheels for this bench alone), vs cudaMalloc/cudaFree
 (through CuPy's runtime bindings) vs torch's caching allocator, all in interleaved rounds (each
-allocator once a round, the median round), so a busy moment slows all of them alike. Goals:
+allocator once a round at every size, the median round), so a busy moment slows all of them
+alike. Goals:
 at least as fast as the fastest peer hand-off (issue 8); the pool's pair ≤ 0.8 µs (issue 42).
 """
 
@@ -62,8 +63,12 @@ def main():
     except ImportError:
         rmm_pool = None
     rt = cupy.cuda.runtime
-    alloc_rows = []
-    for size, label in ((256, "256 B"), (1 << 20, "1 MiB"), (64 << 20, "64 MiB")):
+    # Every allocator at every size once a round, so that a noisy spell on the host slows
+    # all rows alike: timed size by size, such a spell landed on one size's row (one H200
+    # run: every allocator 1.5x slower at 1 MiB alone).
+    sizes = ((256, "256 B"), (1 << 20, "1 MiB"), (64 << 20, "64 MiB"))
+    all_bodies = []
+    for size, label in sizes:
         def zerohop_pair(size=size):
             a = pool.allocate(size)
             pool.deallocate(a, size)
@@ -81,14 +86,20 @@ def main():
         def torch_pair(size=size):
             torch.empty(size, dtype=torch.uint8, device="cuda")  # freed at once: no reference
 
-        bodies = [(zerohop_pair, 5000), (cuda_pair, 50), (torch_pair, 5000),
-                  (growable_pair, 5000)] + ([(rmm_pair, 5000)] if rmm_pool is not None else [])
-        timed = interleaved_median_us(bodies, rounds=15)
+        all_bodies.append([(zerohop_pair, 5000), (cuda_pair, 50), (torch_pair, 5000),
+                           (growable_pair, 5000)]
+                          + ([(rmm_pair, 5000)] if rmm_pool is not None else []))
+    timed_all = interleaved_median_us([b for bodies in all_bodies for b in bodies], rounds=15)
+    alloc_rows = []
+    per_size = len(all_bodies[0])
+    for k, (_, label) in enumerate(sizes):
+        timed = timed_all[k * per_size:(k + 1) * per_size]
         alloc_rows.append((label, *timed[:4], timed[4] if rmm_pool is not None else None))
 
     lines = [
         f"# GPU hand-offs and allocation (µs per call; hand-offs the median of 7 runs, "
-        f"allocation the median of 15 interleaved rounds) — {torch.cuda.get_device_name(0)}",
+        f"allocation the median of 15 interleaved rounds, every size and allocator once a round) — "
+        f"{torch.cuda.get_device_name(0)}",
         "",
         f"- date: {datetime.date.today().isoformat()}; torch {torch.__version__}, cupy {cupy.__version__}, "
         f"zerohop {zerohop.__version__}",

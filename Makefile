@@ -175,11 +175,11 @@ cpp-example: venv
 	PY=$(PY) bash examples/install-consumer/run.sh
 	PY=$(PY) bash scripts/valgrind-capi.sh
 
-# The fuzz targets (nightly, AddressSanitizer, no Python) build while the venv fills: that
-# mostly waits on downloads and leaves a core idle.
+# The fuzz targets (nightly, AddressSanitizer, no Python) build while the venv fills (that
+# mostly waits on downloads and leaves a core idle), then beside clippy.
 test: fmt-check
-	$(MAKE) -j2 --output-sync=target venv fuzz-build
-	$(MAKE) clippy doc-check test-rust miri cpp-example pytest stubtest typecheck docs valgrind fuzz-smoke
+	$(MAKE) -j2 --output-sync=target fuzz-build clippy doc-check
+	$(MAKE) test-rust miri cpp-example pytest stubtest typecheck docs valgrind fuzz-smoke
 
 # zerohop's C library for C and C++ programs: lib/libzerohop_capi.{so,a}, include/zerohop.h and
 # zerohop_torch.h, lib/pkgconfig/zerohop{,-static}.pc, lib/cmake/zerohop/ (docs/cpp.md). Only

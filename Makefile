@@ -19,7 +19,7 @@ MATURIN := $(VENV)/bin/maturin
 export VIRTUAL_ENV := $(abspath $(VENV))
 export PATH := $(abspath $(VENV))/bin:$(PATH)
 
-.PHONY: all venv develop install test fmt-check fuzz-build clippy doc-check test-rust miri cpp-example pytest stubtest typecheck docs valgrind fuzz fuzz-smoke demo bench test-tch bench-tch clean
+.PHONY: all venv develop install test fmt-check fuzz-build pytest-library pytest-app cpp-run valgrind-capi clippy doc-check test-rust miri cpp-example pytest stubtest typecheck docs valgrind fuzz fuzz-smoke demo bench test-tch bench-tch clean
 
 all: test
 
@@ -108,9 +108,13 @@ miri:
 	  echo "################################################################"; echo; \
 	fi
 
-pytest: develop
+pytest: pytest-library pytest-app
+
+pytest-library: develop
 	$(PY) -m pytest -q tests
-	# The ECG app's own tests (apps/ecg/tests, their own conftest) and its layer check.
+
+# The ECG app's own tests (apps/ecg/tests, their own conftest) and its layer check.
+pytest-app: develop
 	$(PY) -m pytest -q apps/ecg/tests
 	$(PY) scripts/check-app.py
 	# TensorFlow in a process of its own: its LLVM and torch's triton abort together.
@@ -169,17 +173,28 @@ doc-check: venv
 # Then `make install` into a staging DESTDIR, the prefix moved, and C and C++ programs built from
 # it alone with pkg-config and with find_package(zerohop), shared and static
 # (examples/install-consumer; the venv's cmake).
-cpp-example: venv
+cpp-example: cpp-run
+	$(MAKE) valgrind-capi
+
+cpp-run: venv
 	inc=$$(PY=$(PY) bash examples/cpp/cuda-headers.sh target/cuda-include || true); \
 	  PY=$(PY) ZH_CUDA_INCLUDE=$$inc bash examples/cpp/run.sh cpu 1000
 	PY=$(PY) bash examples/install-consumer/run.sh
+
+# The binaries cpp-run built, under valgrind.
+valgrind-capi:
 	PY=$(PY) bash scripts/valgrind-capi.sh
 
-# The fuzz targets (nightly, AddressSanitizer, no Python) build while the venv fills (that
-# mostly waits on downloads and leaves a core idle), then beside clippy.
+# Two cores, packed: the fuzz targets (nightly, AddressSanitizer, no Python) build while the
+# venv fills (that mostly waits on downloads) and then beside clippy; the one-core checks
+# (valgrind over the C++ example, the stubs, mypy, the site) run beside the library's Python
+# tests, which time nothing. The app's tests, one of which compares two timings, run alone.
 test: fmt-check
 	$(MAKE) -j2 --output-sync=target fuzz-build clippy doc-check
-	$(MAKE) test-rust miri cpp-example pytest stubtest typecheck docs valgrind fuzz-smoke
+	$(MAKE) test-rust miri cpp-run
+	$(MAKE) -j2 --output-sync=target pytest-library valgrind-capi stubtest typecheck docs
+	# -o develop: the extensions were built just above.
+	$(MAKE) -o develop pytest-app valgrind fuzz-smoke
 
 # zerohop's C library for C and C++ programs: lib/libzerohop_capi.{so,a}, include/zerohop.h and
 # zerohop_torch.h, lib/pkgconfig/zerohop{,-static}.pc, lib/cmake/zerohop/ (docs/cpp.md). Only

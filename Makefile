@@ -33,10 +33,10 @@ INSTALL_TORCH = $(if $(TORCH_INDEX),$(PY) -m pip install -q torch --index-url $(
 # versions. Bytecode is compiled at install, as pip does: where PYTHONDONTWRITEBYTECODE is set
 # (this machine sets it) every process would compile torch's modules again, which cost the
 # app's tests 45 s. uv's cache lives in the venv, whose files it hard-links: nothing stays
-# behind when the venv goes. pip installs them when uv cannot be had.
-INSTALL_REQUIREMENTS = if $(PY) -m pip install -q uv && [ -x $(VENV)/bin/uv ]; then \
-	  UV_CACHE_DIR=$(abspath $(VENV))/.uv-cache $(VENV)/bin/uv pip install -q --compile-bytecode \
-	    --python $(PY) -r $(1); \
+# behind when the venv goes. pip installs them when uv cannot be had or fails.
+INSTALL_REQUIREMENTS = if $(PY) -m pip install -q uv && [ -x $(VENV)/bin/uv ] \
+	  && UV_CACHE_DIR=$(abspath $(VENV))/.uv-cache $(VENV)/bin/uv pip install -q --compile-bytecode \
+	    --python $(PY) -r $(1); then :; \
 	else $(PY) -m pip install -q -r $(1); fi
 
 $(VENV)/.installed: requirements-dev.txt requirements-demo.txt requirements-docs.txt

@@ -337,16 +337,19 @@ fn judge_all(
                 };
                 let verdict = judge_signal(lanes(), signal, start, end, &scales, extremes, band);
                 let peaks = peaks_in(r_peaks, start, end);
-                let span = (start, end);
-                Some(judge_beats(
-                    lanes(),
-                    signal,
-                    span,
-                    peaks,
-                    &scales,
-                    verdict,
-                    scratch,
-                ))
+                let level = verdict.level;
+                Some(decide(verdict, peaks.len(), || {
+                    let span = (start, end);
+                    f64::from(agreement(
+                        lanes(),
+                        signal,
+                        span,
+                        peaks,
+                        level,
+                        &scales,
+                        scratch,
+                    ))
+                }))
             },
         )
         .collect();
@@ -684,13 +687,6 @@ by_width! {
         scales: &Scales, scratch: &mut Scratch) -> f32 = window_agreement
 }
 
-by_width! {
-    /// The window's verdict once its detected R peaks are known: too few beats is no
-    /// QRS-like energy, beats that disagree too noisy.
-    fn judge_beats(signal: &[f32], span: (usize, usize), peaks: &[i64], scales: &Scales,
-        verdict: SignalVerdict, scratch: &mut Scratch) -> (Quality, WindowStats) = judge_window_beats
-}
-
 #[inline(always)]
 fn judge_window_signal(
     signal: &[f32],
@@ -743,21 +739,6 @@ fn judge_window_signal(
         verdict.code = Some(Quality::NoQrs);
     }
     verdict
-}
-
-#[inline(always)]
-fn judge_window_beats(
-    signal: &[f32],
-    span: (usize, usize),
-    peaks: &[i64],
-    scales: &Scales,
-    verdict: SignalVerdict,
-    scratch: &mut Scratch,
-) -> (Quality, WindowStats) {
-    let level = verdict.level;
-    decide(verdict, peaks.len(), || {
-        beat_agreement(signal, span, peaks, level, scales, scratch)
-    })
 }
 
 #[inline(always)]
